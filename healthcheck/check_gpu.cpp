@@ -1,0 +1,107 @@
+#include "healthcheck/check_gpu.h"
+
+#include <fmt/format.h>
+
+namespace gpudiag {
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::string numa_text(int numa) { return numa < 0 ? "NUMA unknown" : fmt::format("NUMA {}", numa); }
+
+}  // namespace
+
+CheckResult evaluate_gpu(const PciInventory& pci, const GpuExpect& expect) {
+  CheckResult out;
+  out.name = "gpu";
+  if (!pci.error.empty()) {
+    out.add({"pci", Status::unknown, "cannot list PCI devices: " + pci.error, "is /sys mounted?"});
+    out.summary = "PCI devices unreadable";
+    return out;
+  }
+  int gpus = 0;
+  for (const auto& dev : pci.devices) {
+    const bool gpu = dev.is_nvidia_gpu();
+    gpus += gpu;
+    for (const auto& err : dev.errors) {
+      // A device whose vendor or class is unreadable might be a GPU we cannot count;
+      // a bad numa_node only blurs the locality report.
+      const bool identity = !dev.vendor || !dev.class_code;
+      if (!identity && !gpu) continue;
+      out.add({dev.bdf, identity ? Status::unknown : Status::warning,
+               fmt::format("PCI device {}: {}", dev.bdf, err),
+               "the kernel should never expose this; check `lspci -vvv -s " + dev.bdf + "` and `dmesg`"});
+    }
+  }
+  if (expect.count && gpus != *expect.count) {
+    out.add({"gpus", gpus < *expect.count ? Status::critical : Status::warning,
+             fmt::format("{} NVIDIA GPU(s) on PCI where {} are expected", gpus, *expect.count),
+             gpus < *expect.count
+                 ? "a GPU has fallen off the bus or was not enumerated: look for Xid 79 in `dmesg`, then reseat or "
+                   "replace it; a cold reboot may bring it back for now"
+                 : "more GPUs than gpu.count: update the config if the hardware changed"});
+  }
+  out.summary = expect.count ? fmt::format("{} of {} GPUs on PCI", gpus, *expect.count)
+                             : fmt::format("{} GPUs on PCI", gpus);
+  return out;
+}
+
+void add_locality(CheckResult& out, const PciInventory& pci, const IbInventory& ib, const PciLocality& loc) {
+  if (!loc.error.empty()) {
+    out.add({"topology", Status::ok, "GPU/NIC locality unavailable: " + loc.error, ""});
+    return;
+  }
+  struct Nic {
+    std::string name, bdf;
+    PciPlace place;
+  };
+  std::vector<Nic> nics;
+  for (const auto& hca : ib.hcas) {
+    auto it = loc.by_bdf.find(hca.pci_bdf);
+    if (it != loc.by_bdf.end()) nics.push_back({hca.name, hca.pci_bdf, it->second});
+  }
+  nlohmann::json gpus_json = nlohmann::json::array(), nics_json = nlohmann::json::array();
+  std::map<std::string, std::vector<std::string>> gpus_by_switch;
+  for (const auto& dev : pci.devices) {
+    if (!dev.is_nvidia_gpu()) continue;
+    auto it = loc.by_bdf.find(dev.bdf);
+    PciPlace place = it == loc.by_bdf.end() ? PciPlace{} : it->second;
+    if (place.numa < 0 && dev.numa_node && *dev.numa_node >= 0) place.numa = *dev.numa_node;
+    std::vector<std::string> near;
+    for (const auto& n : nics)
+      if (!place.switch_bdf.empty() && n.place.switch_bdf == place.switch_bdf) near.push_back(n.name);
+    if (!place.switch_bdf.empty()) gpus_by_switch[place.switch_bdf].push_back(dev.bdf);
+    std::string where = place.switch_bdf.empty() ? "no PCIe switch" : "PCIe switch " + place.switch_bdf;
+    out.add({dev.bdf, Status::ok,
+             fmt::format("GPU {}: {}, {}, {}", dev.bdf, numa_text(place.numa), where,
+                         near.empty() ? "no NIC on the same switch" : "shares it with " + join(near)),
+             ""});
+    gpus_json.push_back({{"bdf", dev.bdf}, {"numa", place.numa}, {"switch", place.switch_bdf}, {"nics", near}});
+  }
+  for (const auto& n : nics) {
+    std::vector<std::string> near;
+    if (!n.place.switch_bdf.empty()) near = gpus_by_switch[n.place.switch_bdf];
+    std::string where = n.place.switch_bdf.empty() ? "no PCIe switch" : "PCIe switch " + n.place.switch_bdf;
+    out.add({n.name, Status::ok,
+             fmt::format("NIC {} ({}): {}, {}, {}", n.name, n.bdf, numa_text(n.place.numa), where,
+                         near.empty() ? "no GPU on the same switch" : "shares it with GPU " + join(near)),
+             ""});
+    nics_json.push_back(
+        {{"name", n.name}, {"bdf", n.bdf}, {"numa", n.place.numa}, {"switch", n.place.switch_bdf}, {"gpus", near}});
+  }
+  out.details["gpus"] = std::move(gpus_json);
+  out.details["nics"] = std::move(nics_json);
+}
+
+CheckResult run_gpu_check(const CheckContext& ctx) {
+  PciInventory pci = discover_pci(ctx.fs);
+  CheckResult out = evaluate_gpu(pci, ctx.cfg.gpu);
+  if (ctx.want_topology && pci.error.empty()) add_locality(out, pci, discover_ib(ctx.fs), load_pci_locality(ctx.fs.root()));
+  return out;
+}
+
+}  // namespace gpudiag

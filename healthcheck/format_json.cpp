@@ -1,0 +1,28 @@
+#include "healthcheck/formats.h"
+
+namespace gpudiag {
+
+nlohmann::ordered_json report_to_json(const Report& r) {
+  nlohmann::ordered_json checks = nlohmann::ordered_json::array();
+  for (const auto& c : r.checks) {
+    nlohmann::ordered_json findings = nlohmann::ordered_json::array();
+    for (const auto& f : c.findings) {
+      nlohmann::ordered_json jf = {{"subject", f.subject}, {"status", status_name(f.status)}, {"message", f.message}};
+      if (!f.hint.empty()) jf["hint"] = f.hint;
+      findings.push_back(std::move(jf));
+    }
+    nlohmann::ordered_json jc = {{"name", c.name},
+                         {"status", status_name(c.status)},
+                         {"summary", c.summary},
+                         {"duration_ms", c.duration_ms},
+                         {"findings", std::move(findings)}};
+    if (!c.details.is_null()) jc["details"] = nlohmann::ordered_json::parse(c.details.dump());
+    checks.push_back(std::move(jc));
+  }
+  return {{"node", r.node},
+          {"status", status_name(r.status)},
+          {"duration_ms", r.duration_ms},
+          {"checks", std::move(checks)}};
+}
+
+}  // namespace gpudiag

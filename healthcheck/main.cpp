@@ -1,0 +1,148 @@
+// gpudiag-health: node health checks for GPU training nodes (DESIGN §2).
+// Exit codes follow the Nagios plugin convention: 0 OK, 1 WARNING, 2 CRITICAL,
+// 3 UNKNOWN (bad usage, bad config, a check that could not run).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "healthcheck/check_runner.h"
+#include "healthcheck/formats.h"
+#include "nodeinfo/config.h"
+
+namespace {
+
+constexpr int kExitUnknown = 3;
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "%s\n", msg.c_str());
+  return kExitUnknown;
+}
+
+std::string short_hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  std::string h = buf;
+  return h.substr(0, h.find('.'));
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    auto comma = s.find(',', start);
+    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+void write_all(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"gpudiag-health: check this node's InfiniBand ports, PCIe ACS, IOMMU mode and GPUs.\n"
+               "Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."};
+  std::string config_path, fs_root = "/", checks_arg, format = "human", node;
+  bool quick = false, verbose = false;
+  double timeout = 0;
+  app.add_option("--config", config_path, "config file (default: /etc/gpudiag/gpudiag.yaml if it exists)");
+  app.add_option("--fs-root", fs_root, "read /sys and /proc under DIR instead of / (fixtures, containers)");
+  app.add_option("--checks", checks_arg, "comma list of checks: ib,acs,iommu,gpu,p2p,nccl");
+  app.add_flag("--quick", quick, "only the checks that need no GPU initialisation: ib,acs,iommu,gpu");
+  app.add_option("--format", format, "human, json, nhc or prometheus")
+      ->check(CLI::IsMember({"human", "json", "nhc", "prometheus"}));
+  app.add_option("--node", node, "node name for the report (default: health.node_name, else hostname -s)");
+  app.add_option("--timeout", timeout, "time budget for all checks in seconds (default: health.timeout, 50)")
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_flag("-v,--verbose", verbose, "show every finding, including what is fine, and where GPUs and NICs sit");
+  app.set_version_flag("--version", std::string("gpudiag-health ") + GPUDIAG_VERSION);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(fmt::format("gpudiag-health: {} (see --help)", e.what()));
+  }
+
+  gpudiag::Config cfg;
+  if (!config_path.empty()) {
+    auto loaded = gpudiag::load_config_file(config_path);
+    if (!loaded) return usage_error(loaded.error());
+    cfg = *loaded;
+  } else {
+    struct stat st;
+    if (::stat(gpudiag::kDefaultConfigPath, &st) == 0) {
+      auto loaded = gpudiag::load_config_file(gpudiag::kDefaultConfigPath);
+      if (!loaded) return usage_error(loaded.error());
+      cfg = *loaded;
+    }
+  }
+
+  struct stat st;
+  if (::stat(fs_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return usage_error(fmt::format("gpudiag-health: --fs-root {}: not a directory", fs_root));
+
+  gpudiag::RunOptions opts;
+  if (quick && !checks_arg.empty()) return usage_error("gpudiag-health: give --quick or --checks, not both");
+  if (quick) {
+    opts.checks = gpudiag::quick_checks();
+  } else if (!checks_arg.empty()) {
+    opts.checks = split_list(checks_arg);
+    if (opts.checks.empty()) return usage_error("gpudiag-health: --checks is empty");
+    for (const auto& c : opts.checks) {
+      const auto& known = gpudiag::known_checks();
+      if (std::find(known.begin(), known.end(), c) == known.end())
+        return usage_error(fmt::format("gpudiag-health: --checks: unknown check '{}' (known: ib,acs,iommu,gpu,p2p,nccl)", c));
+    }
+  } else {
+    opts.checks = cfg.health.checks.empty() ? gpudiag::quick_checks() : cfg.health.checks;
+  }
+  opts.timeout_s = timeout > 0 ? timeout : cfg.health.timeout_s;
+  opts.want_topology = verbose || format == "json";
+  if (node.empty()) node = cfg.health.node_name.empty() ? short_hostname() : cfg.health.node_name;
+
+  gpudiag::RootedFs fs(fs_root);
+  gpudiag::CheckContext ctx{fs, cfg, opts.want_topology};
+  gpudiag::RunOutcome outcome = gpudiag::run_checks(ctx, opts, node);
+  const auto& report = outcome.report;
+
+  std::string text;
+  if (format == "json") text = gpudiag::report_to_json(report).dump(2) + "\n";
+  else if (format == "nhc") text = gpudiag::format_nhc(report);
+  else if (format == "prometheus") text = gpudiag::format_prometheus(report);
+  else {
+    const char* term = std::getenv("TERM");
+    bool color = ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR") && !(term && std::string(term) == "dumb");
+    text = gpudiag::format_human(report, verbose, color);
+  }
+  write_all(text);
+  const int code = static_cast<int>(report.status);
+  if (outcome.abandoned_thread) std::_Exit(code);
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpudiag-health: internal error: %s\n", e.what());
+    return kExitUnknown;
+  }
+}

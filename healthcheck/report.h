@@ -1,0 +1,55 @@
+#pragma once
+// What a health run produces: findings grouped by check, with Nagios-style statuses
+// (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) that double as the exit code.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "nodeinfo/config.h"
+
+namespace gpudiag {
+
+enum class Status { ok = 0, warning = 1, critical = 2, unknown = 3 };
+
+const char* status_name(Status s);   // "ok"
+const char* status_label(Status s);  // "OK"
+// Which of two statuses wins when combined: CRITICAL > UNKNOWN > WARNING > OK. A node
+// that is broken is reported as broken even if another check could not run; a check
+// that could not run is never hidden behind a mere warning.
+Status worse(Status a, Status b);
+// What a finding governed by a config policy becomes.
+Status policy_status(Policy p);
+
+struct Finding {
+  std::string subject;  // the thing: mlx5_3:1, 0000:3a:00.0, GPU2-GPU5, iommu
+  Status status = Status::ok;
+  std::string message;  // one line, names the subject and what is wrong
+  std::string hint;     // what to do about it; may be empty
+};
+
+struct CheckResult {
+  std::string name;
+  Status status = Status::ok;
+  std::string summary;
+  double duration_ms = 0;
+  std::vector<Finding> findings;  // OK findings describe what was seen (verbose, JSON)
+  nlohmann::json details;         // structured extras for JSON, e.g. PCI locality
+
+  void add(Finding f);
+  // The worst finding, or nullptr when all are OK.
+  const Finding* most_severe() const;
+  int count(Status s) const;
+};
+
+struct Report {
+  std::string node;
+  Status status = Status::ok;
+  double duration_ms = 0;
+  std::vector<CheckResult> checks;
+
+  const Finding* most_severe() const;
+  void add(CheckResult c);
+};
+
+}  // namespace gpudiag

@@ -1,0 +1,209 @@
+#include "nodeinfo/config.h"
+
+#include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <initializer_list>
+#include <stdexcept>
+
+namespace gpudiag {
+namespace {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : items) {
+    if (!out.empty()) out += sep;
+    out += s;
+  }
+  return out;
+}
+
+// Turns yaml-cpp nodes into typed values, naming file:line and the dotted key on error.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& msg) const {
+    std::string where = source_;
+    if (at.IsDefined() && at.Mark().line >= 0) where += ":" + std::to_string(at.Mark().line + 1);
+    throw ConfigError("gpudiag: " + where + ": " + msg);
+  }
+
+  void require_map(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsMap()) fail(n, "'" + key + "' must be a mapping of keys to values");
+  }
+
+  // Each key must be one we know; the message lists the ones we do.
+  void only_keys(const YAML::Node& map, const std::string& prefix, std::initializer_list<const char*> allowed) const {
+    for (const auto& kv : map) {
+      std::string key = kv.first.Scalar();
+      bool known = std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; });
+      if (!known) {
+        std::vector<std::string> names(allowed.begin(), allowed.end());
+        fail(kv.first, "unknown key '" + prefix + key + "' (known: " + join(names) + ")");
+      }
+    }
+  }
+
+  std::string scalar(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsScalar()) fail(n, "'" + key + "' must be a single value");
+    return n.Scalar();
+  }
+
+  int integer(const YAML::Node& n, const std::string& key, int lo, int hi) const {
+    std::string s = scalar(n, key);
+    std::size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != s.size() || s.empty()) fail(n, "'" + key + "' must be a whole number, not '" + s + "'");
+    if (v < lo || v > hi)
+      fail(n, "'" + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    return static_cast<int>(v);
+  }
+
+  double number(const YAML::Node& n, const std::string& key, double lo, double hi) const {
+    std::string s = scalar(n, key);
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != s.size() || s.empty()) fail(n, "'" + key + "' must be a number, not '" + s + "'");
+    if (!(v >= lo && v <= hi))
+      fail(n, "'" + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    return v;
+  }
+
+  std::string one_of(const YAML::Node& n, const std::string& key, const std::vector<std::string>& choices) const {
+    std::string s = scalar(n, key);
+    if (std::find(choices.begin(), choices.end(), s) == choices.end())
+      fail(n, "'" + key + "' is '" + s + "' (expected one of: " + join(choices) + ")");
+    return s;
+  }
+
+  std::vector<std::string> list(const YAML::Node& n, const std::string& key,
+                                const std::vector<std::string>* choices = nullptr) const {
+    if (!n.IsSequence()) fail(n, "'" + key + "' must be a list, e.g. [a, b]");
+    std::vector<std::string> out;
+    for (const auto& item : n)
+      out.push_back(choices ? one_of(item, key, *choices) : scalar(item, key));
+    return out;
+  }
+
+  Policy policy(const YAML::Node& n, const std::string& key) const {
+    std::string s = one_of(n, key, {"critical", "warning", "ignore"});
+    return s == "critical" ? Policy::critical : s == "warning" ? Policy::warning : Policy::ignore;
+  }
+
+ private:
+  std::string source_;
+};
+
+void read_health(const Reader& r, const YAML::Node& n, HealthSettings& h) {
+  r.require_map(n, "health");
+  r.only_keys(n, "health.", {"checks", "timeout", "drain_prefix", "node_name"});
+  if (n["checks"]) h.checks = r.list(n["checks"], "health.checks", &known_checks());
+  if (n["timeout"]) h.timeout_s = r.number(n["timeout"], "health.timeout", 1, 3600);
+  if (n["drain_prefix"]) {
+    h.drain_prefix = r.scalar(n["drain_prefix"], "health.drain_prefix");
+    if (h.drain_prefix.empty() || h.drain_prefix.size() > 32)
+      r.fail(n["drain_prefix"], "'health.drain_prefix' must be 1 to 32 characters");
+  }
+  if (n["node_name"]) h.node_name = r.scalar(n["node_name"], "health.node_name");
+}
+
+void read_ib(const Reader& r, const YAML::Node& n, IbExpect& ib) {
+  r.require_map(n, "ib");
+  r.only_keys(n, "ib.", {"hcas", "count", "rate_gbps", "link_layer", "exclude"});
+  if (n["hcas"]) ib.hcas = r.list(n["hcas"], "ib.hcas");
+  if (n["count"]) ib.count = r.integer(n["count"], "ib.count", 0, 1024);
+  if (n["rate_gbps"]) ib.rate_gbps = r.number(n["rate_gbps"], "ib.rate_gbps", 1, 100000);
+  if (n["link_layer"]) ib.link_layer = r.one_of(n["link_layer"], "ib.link_layer", {"InfiniBand", "Ethernet"});
+  if (n["exclude"]) ib.exclude = r.list(n["exclude"], "ib.exclude");
+}
+
+}  // namespace
+
+std::string policy_name(Policy p) {
+  switch (p) {
+    case Policy::critical: return "critical";
+    case Policy::warning: return "warning";
+    case Policy::ignore: return "ignore";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& known_checks() {
+  static const std::vector<std::string> kChecks = {"ib", "acs", "iommu", "gpu", "p2p", "nccl"};
+  return kChecks;
+}
+
+Result<Config> parse_config(std::string_view yaml_text, const std::string& source) {
+  Config cfg;
+  cfg.source = source;
+  Reader r(source);
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml_text));
+    if (root.IsNull()) return cfg;  // an empty file: all defaults
+    r.require_map(root, "the top level");
+    r.only_keys(root, "", {"health", "ib", "acs", "iommu", "gpu"});
+    if (root["health"]) read_health(r, root["health"], cfg.health);
+    if (root["ib"]) read_ib(r, root["ib"], cfg.ib);
+    if (auto n = root["acs"]) {
+      r.require_map(n, "acs");
+      r.only_keys(n, "acs.", {"policy"});
+      if (n["policy"]) cfg.acs.policy = r.policy(n["policy"], "acs.policy");
+    }
+    if (auto n = root["iommu"]) {
+      r.require_map(n, "iommu");
+      r.only_keys(n, "iommu.", {"allow", "policy"});
+      static const std::vector<std::string> kModes = {"off", "passthrough", "translated"};
+      if (n["allow"]) cfg.iommu.allow = r.list(n["allow"], "iommu.allow", &kModes);
+      if (n["policy"]) cfg.iommu.policy = r.policy(n["policy"], "iommu.policy");
+    }
+    if (auto n = root["gpu"]) {
+      r.require_map(n, "gpu");
+      r.only_keys(n, "gpu.", {"count"});
+      if (n["count"]) cfg.gpu.count = r.integer(n["count"], "gpu.count", 0, 64);
+    }
+  } catch (const ConfigError& e) {
+    return Result<Config>::failure(e.what());
+  } catch (const YAML::Exception& e) {
+    std::string where = source;
+    if (e.mark.line >= 0) where += ":" + std::to_string(e.mark.line + 1);
+    return Result<Config>::failure("gpudiag: " + where + ": not valid YAML: " + e.msg);
+  } catch (const std::exception& e) {
+    return Result<Config>::failure("gpudiag: " + source + ": " + e.what());
+  }
+  return cfg;
+}
+
+Result<Config> load_config_file(const std::string& path) {
+  struct stat st;
+  std::ifstream in(path, std::ios::binary);
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !in)
+    return Result<Config>::failure("gpudiag: cannot read config " + path +
+                                   ": no such file or not readable (pass --config FILE, or create it from "
+                                   "etc/gpudiag.yaml)");
+  // A config is a few KiB; refuse something that is obviously not one.
+  constexpr std::size_t kMaxConfig = 1 << 20;
+  std::string buf(kMaxConfig + 1, '\0');
+  in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+  buf.resize(static_cast<std::size_t>(in.gcount()));
+  if (buf.size() > kMaxConfig) return Result<Config>::failure("gpudiag: " + path + ": larger than 1 MiB, not a config");
+  return parse_config(buf, path);
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,67 @@
+#pragma once
+// The one config file both halves of gpudiag read (/etc/gpudiag/gpudiag.yaml).
+// Unknown keys and wrong types are errors with file:line, so a typo never silently
+// turns a check off.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nodeinfo/result.h"
+
+namespace gpudiag {
+
+constexpr const char* kDefaultConfigPath = "/etc/gpudiag/gpudiag.yaml";
+
+// What a finding that a policy governs becomes.
+enum class Policy { critical, warning, ignore };
+std::string policy_name(Policy p);
+
+struct IbExpect {
+  // Expected HCAs: exact names ("mlx5_0") or fnmatch patterns ("mlx5_[0-7]"). Empty:
+  // every HCA that is not excluded is checked, and none is required.
+  std::vector<std::string> hcas;
+  std::optional<int> count;          // how many HCAs must match `hcas` (or exist)
+  std::optional<double> rate_gbps;   // minimum port rate
+  std::optional<std::string> link_layer;  // "InfiniBand" or "Ethernet"
+  std::vector<std::string> exclude;  // patterns never checked (bonds, management HCAs)
+};
+
+struct AcsSettings {
+  Policy policy = Policy::critical;
+};
+
+struct IommuSettings {
+  std::vector<std::string> allow = {"off", "passthrough"};  // modes that are fine
+  Policy policy = Policy::warning;                          // for any other mode
+};
+
+struct GpuExpect {
+  std::optional<int> count;
+};
+
+struct HealthSettings {
+  std::vector<std::string> checks;  // default checks; empty means the built-in default
+  double timeout_s = 50;            // below Slurm's 60 s HealthCheckProgram limit
+  std::string drain_prefix = "gpudiag:";
+  std::string node_name;            // Slurm node name; empty means `hostname -s`
+};
+
+struct Config {
+  std::string source;  // the file it came from, or "" for built-in defaults
+  HealthSettings health;
+  IbExpect ib;
+  AcsSettings acs;
+  IommuSettings iommu;
+  GpuExpect gpu;
+};
+
+// Every check gpudiag-health knows, in run order.
+const std::vector<std::string>& known_checks();
+
+// Parses YAML text; `source` names it in error messages.
+Result<Config> parse_config(std::string_view yaml_text, const std::string& source);
+// Reads and parses a file. Errors start with "gpudiag: " and name file:line.
+Result<Config> load_config_file(const std::string& path);
+
+}  // namespace gpudiag

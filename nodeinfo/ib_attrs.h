@@ -1,0 +1,27 @@
+#pragma once
+// Pure parsers for InfiniBand port attributes in /sys/class/infiniband/<hca>/ports/<n>/.
+#include <string>
+#include <string_view>
+
+#include "nodeinfo/result.h"
+
+namespace gpudiag {
+
+// "4: ACTIVE" -> {4, "ACTIVE"}; "5: LinkUp" -> {5, "LinkUp"}.
+struct PortState {
+  int code = 0;
+  std::string name;
+};
+
+// Logical port states (ib_port_state) and physical states (phys_state) as the kernel
+// prints them.
+constexpr int kPortActive = 4;
+constexpr int kPhysLinkUp = 5;
+
+Result<PortState> parse_port_state(std::string_view raw, std::string_view where);
+// "400 Gb/sec (4X NDR)" -> 400; "2.5 Gb/sec (1X SDR)" -> 2.5.
+Result<double> parse_rate_gbps(std::string_view raw, std::string_view where);
+// "InfiniBand" or "Ethernet" (the only two the kernel reports for IB devices).
+Result<std::string> parse_link_layer(std::string_view raw, std::string_view where);
+
+}  // namespace gpudiag

@@ -1,0 +1,44 @@
+#pragma once
+// Every read of /sys and /proc goes through RootedFs, so that --fs-root can point the
+// whole tool at a fixture tree (the same idea as hwloc's HWLOC_FSROOT).
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nodeinfo/result.h"
+
+namespace gpudiag {
+
+class RootedFs {
+ public:
+  explicit RootedFs(std::string root = "/");
+
+  const std::string& root() const { return root_; }
+  bool is_host_root() const { return root_ == "/"; }
+  // Where a kernel path such as /sys/class/infiniband lives on this machine.
+  std::string host_path(std::string_view kernel_path) const;
+
+  // Reads at most max_bytes; a longer file is an error, because sysfs attributes are
+  // small and a huge one means something is wrong. Only regular files are read, so a
+  // FIFO or device node in a broken tree cannot block the checker.
+  Result<std::string> read_file(std::string_view kernel_path, std::size_t max_bytes = 4096) const;
+  // Reads up to max_bytes and returns what is there; short files are fine (PCI config
+  // space is 64 bytes for non-root readers, 4096 for root).
+  Result<std::string> read_prefix(std::string_view kernel_path, std::size_t max_bytes) const;
+  // Entry names, sorted, without "." and "..". A missing directory is an error.
+  Result<std::vector<std::string>> list_dir(std::string_view kernel_path) const;
+  bool exists(std::string_view kernel_path) const;
+  // True for a dangling symlink too, which exists() does not see.
+  bool lexists(std::string_view kernel_path) const;
+  // The kernel path this one names once symlinks are followed. A dangling symlink or
+  // a link that leaves the root is an error.
+  Result<std::string> resolve(std::string_view kernel_path) const;
+
+ private:
+  Result<std::string> read_impl(std::string_view kernel_path, std::size_t max_bytes,
+                                bool longer_is_error) const;
+  std::string root_;
+};
+
+}  // namespace gpudiag
