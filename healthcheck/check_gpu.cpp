@@ -23,27 +23,33 @@ CheckResult evaluate_gpu(const PciInventory& pci, const GpuExpect& expect) {
     out.summary = "PCI devices unreadable";
     return out;
   }
-  int gpus = 0;
+  int gpus = 0, unidentified = 0;
   for (const auto& dev : pci.devices) {
     const bool gpu = dev.is_nvidia_gpu();
+    // A device whose vendor or class is unreadable might be a GPU we cannot count;
+    // a bad numa_node only blurs the locality report.
+    const bool identity = !dev.vendor || !dev.class_code;
     gpus += gpu;
+    unidentified += identity;
     for (const auto& err : dev.errors) {
-      // A device whose vendor or class is unreadable might be a GPU we cannot count;
-      // a bad numa_node only blurs the locality report.
-      const bool identity = !dev.vendor || !dev.class_code;
       if (!identity && !gpu) continue;
       out.add({dev.bdf, identity ? Status::unknown : Status::warning,
                fmt::format("PCI device {}: {}", dev.bdf, err),
                "the kernel should never expose this; check `lspci -vvv -s " + dev.bdf + "` and `dmesg`"});
     }
   }
-  if (expect.count && gpus != *expect.count) {
-    out.add({"gpus", gpus < *expect.count ? Status::critical : Status::warning,
-             fmt::format("{} NVIDIA GPU(s) on PCI where {} are expected", gpus, *expect.count),
-             gpus < *expect.count
-                 ? "a GPU has fallen off the bus or was not enumerated: look for Xid 79 in `dmesg`, then reseat or "
-                   "replace it; a cold reboot may bring it back for now"
-                 : "more GPUs than gpu.count: update the config if the hardware changed"});
+  if (expect.count && gpus < *expect.count) {
+    // Devices we could not identify may be the missing GPUs: that is not knowing,
+    // not a confirmed loss.
+    const bool maybe_there = *expect.count - gpus <= unidentified;
+    out.add({"gpus", maybe_there ? Status::unknown : Status::critical,
+             fmt::format("{} NVIDIA GPU(s) on PCI where {} are expected{}", gpus, *expect.count,
+                         maybe_there ? fmt::format("; {} PCI device(s) could not be identified", unidentified) : ""),
+             "a GPU has fallen off the bus or was not enumerated: look for Xid 79 in `dmesg`, then reseat or "
+             "replace it; a cold reboot may bring it back for now"});
+  } else if (expect.count && gpus > *expect.count) {
+    out.add({"gpus", Status::warning, fmt::format("{} NVIDIA GPUs on PCI where {} are expected", gpus, *expect.count),
+             "more GPUs than gpu.count: update the config if the hardware changed"});
   }
   out.summary = expect.count ? fmt::format("{} of {} GPUs on PCI", gpus, *expect.count)
                              : fmt::format("{} GPUs on PCI", gpus);

@@ -32,13 +32,10 @@ CheckResult not_available(const std::string& name) {
   return r;
 }
 
-CheckResult run_one(const std::string& name, const CheckContext& ctx) {
+CheckResult run_one(const std::string& name, const CheckContext& ctx, const CheckTable& table) {
   try {
-    if (name == "ib") return run_ib_check(ctx);
-    if (name == "acs") return run_acs_check(ctx);
-    if (name == "iommu") return run_iommu_check(ctx);
-    if (name == "gpu") return run_gpu_check(ctx);
-    return not_available(name);
+    auto it = table.find(name);
+    return it == table.end() ? not_available(name) : it->second(ctx);
   } catch (const std::exception& e) {
     CheckResult r;
     r.name = name;
@@ -63,17 +60,25 @@ const std::vector<std::string>& quick_checks() {
   return kQuick;
 }
 
-RunOutcome run_checks(const CheckContext& ctx, const RunOptions& opts, const std::string& node) {
+const CheckTable& builtin_checks() {
+  static const CheckTable kTable = {
+      {"ib", run_ib_check}, {"acs", run_acs_check}, {"iommu", run_iommu_check}, {"gpu", run_gpu_check}};
+  return kTable;
+}
+
+RunOutcome run_checks(const CheckContext& ctx, const RunOptions& opts, const std::string& node,
+                      const CheckTable& table) {
   RunOutcome out;
   out.report.node = node;
   const auto t0 = Clock::now();
   const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.timeout_s));
 
   auto shared = std::make_shared<Shared>();
-  std::thread worker([shared, &ctx, checks = opts.checks] {
+  // The table is copied: after a timeout the worker outlives this call.
+  std::thread worker([shared, &ctx, checks = opts.checks, table] {
     for (const auto& name : checks) {
       auto c0 = Clock::now();
-      CheckResult r = run_one(name, ctx);
+      CheckResult r = run_one(name, ctx, table);
       r.name = name;
       r.duration_ms = ms_since(c0);
       std::lock_guard lock(shared->mu);

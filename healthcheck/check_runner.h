@@ -2,6 +2,8 @@
 // Runs the selected checks in order under one time budget. Checks run on a worker
 // thread so that a read that hangs (a wedged device, a dead NFS fs-root) turns into a
 // CRITICAL "timed out" result instead of a health check that never returns.
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,8 +25,14 @@ struct RunOutcome {
   bool abandoned_thread = false;
 };
 
+using CheckFn = std::function<CheckResult(const CheckContext&)>;
+using CheckTable = std::map<std::string, CheckFn>;
+
 // The checks that --quick runs and that run by default: none of them needs a GPU.
 const std::vector<std::string>& quick_checks();
-RunOutcome run_checks(const CheckContext& ctx, const RunOptions& opts, const std::string& node);
+// Name -> implementation for every check this build has.
+const CheckTable& builtin_checks();
+RunOutcome run_checks(const CheckContext& ctx, const RunOptions& opts, const std::string& node,
+                      const CheckTable& table = builtin_checks());
 
 }  // namespace gpudiag

@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "healthcheck/check_runner.h"
+
+using namespace gpudiag;
+
+namespace {
+
+CheckResult ok_check(const CheckContext&) {
+  CheckResult r;
+  r.summary = "fine";
+  return r;
+}
+
+}  // namespace
+
+TEST(Runner, RunsInOrderAndTimesEachCheck) {
+  static const RootedFs fs("/nonexistent");
+  static const Config cfg;
+  CheckContext ctx{fs, cfg, false};
+  RunOptions o;
+  o.checks = {"a", "b"};
+  auto out = run_checks(ctx, o, "n", {{"a", ok_check}, {"b", ok_check}});
+  EXPECT_FALSE(out.abandoned_thread);
+  ASSERT_EQ(out.report.checks.size(), 2u);
+  EXPECT_EQ(out.report.checks[0].name, "a");
+  EXPECT_EQ(out.report.status, Status::ok);
+}
+
+TEST(Runner, HungCheckIsCriticalAndLaterChecksUnknown) {
+  static const RootedFs fs("/nonexistent");
+  static const Config cfg;
+  static const CheckContext ctx{fs, cfg, false};
+  RunOptions o;
+  o.checks = {"a", "hang", "b"};
+  o.timeout_s = 0.3;
+  CheckTable table = {{"a", ok_check},
+                      {"hang",
+                       [](const CheckContext&) {
+                         std::this_thread::sleep_for(std::chrono::seconds(3));
+                         return CheckResult{};
+                       }},
+                      {"b", ok_check}};
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = run_checks(ctx, o, "n", table);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_TRUE(out.abandoned_thread);
+  ASSERT_EQ(out.report.checks.size(), 3u);
+  EXPECT_EQ(out.report.checks[1].status, Status::critical);
+  EXPECT_NE(out.report.checks[1].findings[0].message.find("timed out after 0.3 s"), std::string::npos);
+  EXPECT_EQ(out.report.checks[2].status, Status::unknown);
+  EXPECT_EQ(out.report.status, Status::critical);
+}
+
+TEST(Runner, ExceptionInCheckIsUnknownNotACrash) {
+  static const RootedFs fs("/nonexistent");
+  static const Config cfg;
+  CheckContext ctx{fs, cfg, false};
+  RunOptions o;
+  o.checks = {"boom"};
+  auto out = run_checks(ctx, o, "n", {{"boom", [](const CheckContext&) -> CheckResult {
+                                         throw std::runtime_error("kaboom");
+                                       }}});
+  EXPECT_EQ(out.report.status, Status::unknown);
+}
+
+TEST(Runner, UnbuiltCheckIsUnknown) {
+  static const RootedFs fs("/nonexistent");
+  static const Config cfg;
+  CheckContext ctx{fs, cfg, false};
+  RunOptions o;
+  o.checks = {"nccl"};
+  EXPECT_EQ(run_checks(ctx, o, "n").report.status, Status::unknown);
+}

@@ -1,0 +1,86 @@
+#include <gtest/gtest.h>
+
+#include "healthcheck/formats.h"
+
+using namespace gpudiag;
+
+namespace {
+
+Report sample(Status worst) {
+  Report r;
+  r.node = "node01";
+  CheckResult ib;
+  ib.name = "ib";
+  ib.add({"mlx5_0:1", Status::ok, "mlx5_0 port 1 ACTIVE", ""});
+  if (worst != Status::ok) ib.add({"mlx5_3:1", worst, "mlx5_3 port 1 is DOWN (phys_state Polling)", "check the cable"});
+  ib.summary = "s";
+  r.add(ib);
+  return r;
+}
+
+}  // namespace
+
+TEST(Status, CombiningOrder) {
+  EXPECT_EQ(worse(Status::ok, Status::warning), Status::warning);
+  EXPECT_EQ(worse(Status::warning, Status::unknown), Status::unknown);
+  EXPECT_EQ(worse(Status::unknown, Status::critical), Status::critical);
+  EXPECT_EQ(worse(Status::critical, Status::unknown), Status::critical);
+}
+
+TEST(NhcFormat, SilentWhenNodeMayStay) {
+  EXPECT_EQ(format_nhc(sample(Status::ok)), "");
+  EXPECT_EQ(format_nhc(sample(Status::warning)), "");
+}
+
+TEST(NhcFormat, OneLineWithMostSevere) {
+  Report r = sample(Status::critical);
+  CheckResult acs;
+  acs.name = "acs";
+  acs.add({"0000:32:00.0", Status::unknown, "cannot read\nconfig", ""});
+  r.add(acs);
+  std::string line = format_nhc(r);
+  EXPECT_EQ(line, "gpudiag: mlx5_3 port 1 is DOWN (phys_state Polling) (+1 more)\n");
+}
+
+TEST(NhcFormat, ControlCharactersNeverReachTheReason) {
+  Report r;
+  r.node = "n";
+  CheckResult c;
+  c.name = "ib";
+  c.add({"x", Status::critical, "bad\nline\x1b[31m", ""});
+  r.add(c);
+  std::string line = format_nhc(r);
+  EXPECT_EQ(line.find('\n'), line.size() - 1);
+  EXPECT_EQ(line.find('\x1b'), std::string::npos);
+}
+
+TEST(JsonFormat, FollowsTheContract) {
+  auto j = report_to_json(sample(Status::critical));
+  EXPECT_EQ(j["node"], "node01");
+  EXPECT_EQ(j["status"], "critical");
+  ASSERT_TRUE(j["duration_ms"].is_number());
+  auto& c = j["checks"][0];
+  EXPECT_EQ(c["name"], "ib");
+  EXPECT_EQ(c["status"], "critical");
+  EXPECT_TRUE(c["duration_ms"].is_number());
+  EXPECT_FALSE(c["findings"][0].contains("hint"));  // hint is optional
+  EXPECT_EQ(c["findings"][1]["subject"], "mlx5_3:1");
+  EXPECT_EQ(c["findings"][1]["hint"], "check the cable");
+}
+
+TEST(PrometheusFormat, StatusAndDurations) {
+  std::string text = format_prometheus(sample(Status::critical));
+  EXPECT_NE(text.find("gpudiag_check_status{check=\"ib\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("gpudiag_check_duration_seconds{check=\"ib\"} "), std::string::npos);
+  EXPECT_NE(text.find("gpudiag_check_findings{check=\"ib\",status=\"critical\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("gpudiag_status 2\n"), std::string::npos);
+}
+
+TEST(HumanFormat, ProblemsAndFixesButNotOkUnlessVerbose) {
+  std::string text = format_human(sample(Status::critical), false, false);
+  EXPECT_NE(text.find("CRITICAL"), std::string::npos);
+  EXPECT_NE(text.find("fix: check the cable"), std::string::npos);
+  EXPECT_EQ(text.find("mlx5_0 port 1 ACTIVE"), std::string::npos);
+  EXPECT_NE(format_human(sample(Status::critical), true, false).find("mlx5_0 port 1 ACTIVE"), std::string::npos);
+  EXPECT_EQ(text.find('\033'), std::string::npos);
+}
