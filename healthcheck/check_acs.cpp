@@ -80,8 +80,11 @@ CheckResult evaluate_acs(const std::vector<AcsBridge>& bridges, int gpus, int ni
              "run as root: the kernel shows the extended config space only to root"});
   }
   out.summary = fmt::format("{} bridges above {} GPUs and {} NICs, {}", bridges.size(), gpus, nics,
-                            redirecting ? fmt::format("{} redirect P2P", redirecting) : std::string("none redirects P2P"));
-  if (!truncated.empty() && !redirecting) out.summary = fmt::format("{} bridges, config space not readable", bridges.size());
+                            redirecting == 1 ? std::string("1 bridge redirects P2P")
+                            : redirecting ? fmt::format("{} bridges redirect P2P", redirecting)
+                                          : std::string("none redirects P2P"));
+  if (!truncated.empty() && !redirecting)
+    out.summary = fmt::format("{} bridges, ACS unknown for {}", bridges.size(), truncated.size());
   return out;
 }
 

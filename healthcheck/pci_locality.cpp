@@ -23,14 +23,18 @@ struct TopologyDeleter {
 
 PciLocality load_pci_locality(const std::string& fs_root) {
   PciLocality out;
+  // Load none of hwloc's plugins: sysfs (the built-in linux component) has all we
+  // need, and the OpenCL/GL/CUDA/NVML ones pull GPU libraries into this process,
+  // where a wedged GPU can hang their init forever. GPU work belongs in the probe.
+  ::setenv("HWLOC_PLUGINS_BLACKLIST",
+           "hwloc_opencl,hwloc_gl,hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero,hwloc_pci,hwloc_xml_libxml", 0);
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) {
     out.error = "hwloc_topology_init failed";
     return out;
   }
   std::unique_ptr<hwloc_topology, TopologyDeleter> topo(raw);
-  // GPU libraries (NVML, CUDA, OpenCL, ...) stay out of this process: a wedged GPU can
-  // hang their init forever, and GPU work belongs in the killable probe process.
+  // Belt and braces for a site that sets HWLOC_PLUGINS_BLACKLIST itself.
   for (const char* c : {"cuda", "nvml", "opencl", "rsmi", "levelzero", "gl"})
     hwloc_topology_set_components(topo.get(), HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, c);
   if (fs_root != "/") {
