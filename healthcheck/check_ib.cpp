@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "nodeinfo/name_patterns.h"
+#include "nodeinfo/verbs_devices.h"
 
 namespace gpudiag {
 namespace {
@@ -76,7 +77,8 @@ void check_port(const IbPort& p, const IbExpect& expect, CheckResult& out, int& 
 
 }  // namespace
 
-CheckResult evaluate_ib(const IbInventory& inv, const IbExpect& expect) {
+CheckResult evaluate_ib(const IbInventory& inv, const IbExpect& expect,
+                        const std::optional<std::vector<std::string>>& verbs) {
   CheckResult out;
   out.name = "ib";
   const bool expects_any = !expect.hcas.empty() || expect.count.value_or(0) > 0;
@@ -122,6 +124,11 @@ CheckResult evaluate_ib(const IbInventory& inv, const IbExpect& expect) {
 
   int ports = 0, bad = 0;
   for (const auto* hca : checked) {
+    if (verbs && std::find(verbs->begin(), verbs->end(), hca->name) == verbs->end())
+      out.add({hca->name, Status::critical,
+               hca->name + " is in sysfs but libibverbs cannot open it: NCCL will not use it for RDMA",
+               "load ib_uverbs (`modprobe ib_uverbs`) and check that /dev/infiniband/uverbs* exist and are "
+               "readable by users"});
     if (!hca->error.empty()) {
       out.add({hca->name, Status::unknown, fmt::format("{}: cannot list its ports: {}", hca->name, hca->error),
                "check `dmesg | grep mlx5` and reload the driver"});
@@ -137,6 +144,11 @@ CheckResult evaluate_ib(const IbInventory& inv, const IbExpect& expect) {
   return out;
 }
 
-CheckResult run_ib_check(const CheckContext& ctx) { return evaluate_ib(discover_ib(ctx.fs), ctx.cfg.ib); }
+CheckResult run_ib_check(const CheckContext& ctx) {
+  IbInventory inv = discover_ib(ctx.fs);
+  std::optional<std::vector<std::string>> verbs;
+  if (ctx.fs.is_host_root() && !inv.hcas.empty()) verbs = verbs_device_names();
+  return evaluate_ib(inv, ctx.cfg.ib, verbs);
+}
 
 }  // namespace gpudiag

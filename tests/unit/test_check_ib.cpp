@@ -130,3 +130,13 @@ TEST(IbCheck, UnreadableAttributeIsUnknownAndNamesFile) {
   EXPECT_EQ(first_bad(r)->subject, "mlx5_2:1");
   EXPECT_NE(first_bad(r)->message.find("/sys/class/infiniband/mlx5_2/ports/1/state: file is empty"), std::string::npos);
 }
+
+TEST(IbCheck, HcaThatVerbsCannotOpenIsCritical) {
+  std::vector<std::string> verbs = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_7"};
+  auto r = evaluate_ib(inventory(8), ndr8(), verbs);
+  EXPECT_EQ(r.status, Status::critical);
+  EXPECT_EQ(first_bad(r)->subject, "mlx5_6");
+  EXPECT_NE(first_bad(r)->hint.find("ib_uverbs"), std::string::npos);
+  verbs.push_back("mlx5_6");
+  EXPECT_EQ(evaluate_ib(inventory(8), ndr8(), verbs).status, Status::ok);
+}
