@@ -91,7 +91,7 @@ def main():
     args = ap.parse_args()
     health = os.path.join(args.build, "healthcheck", "gpudiag-health")
     fixture = os.path.join(args.build, "fixtures", "healthy")
-    config = os.path.join(ROOT, "tests", "fixtures", "h200-node.yaml")
+    config = os.path.join(ROOT, "etc", "gpudiag.yaml")
     for need in (health, fixture):
         if not os.path.exists(need):
             raise SystemExit(f"bench: {need} is missing: run ./scripts/build first")

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "healthcheck/check_runner.h"
+#include "healthcheck/drain_policy.h"
+#include "healthcheck/slurm_node.h"
 #include "healthcheck/formats.h"
 #include "nodeinfo/config.h"
 
@@ -50,11 +52,44 @@ void write_all(const std::string& s) {
   std::fflush(stdout);
 }
 
+// For an admin on a drained node: what Slurm says and how to clear it.
+std::string slurm_note(const gpudiag::Config& cfg, const std::string& node) {
+  gpudiag::Scontrol sc(cfg.health.scontrol_timeout_s);
+  auto st = sc.show(node);
+  if (!st) return "";  // no Slurm here, or not reachable: nothing to add
+  const std::string& prefix = cfg.health.drain_prefix;
+  if (gpudiag::drained_by_us(*st, prefix))
+    return fmt::format("Slurm: {} is drained by gpudiag: \"{}\"\n  Once the node is healthy, `gpudiag-health --resume` "
+                       "resumes it.\n",
+                       node, st->reason);
+  if (st->drain)
+    return fmt::format("Slurm: {} is drained with reason \"{}\", not by gpudiag: --resume will leave it drained.\n", node,
+                       st->reason);
+  return fmt::format("Slurm: {} is {}.\n", node, st->state);
+}
+
+gpudiag::Result<bool> act_on_node(const gpudiag::Report& report, const gpudiag::Config& cfg, const std::string& node,
+                                  bool drain, bool resume, bool human) {
+  gpudiag::Scontrol sc(cfg.health.scontrol_timeout_s);
+  auto st = sc.show(node);
+  if (!st) return gpudiag::Result<bool>::failure(st.error());
+  auto d = gpudiag::decide_drain(report, *st, drain, resume, cfg.health.drain_prefix);
+  gpudiag::Result<bool> done = true;
+  if (d.action == gpudiag::NodeAction::drain) done = sc.drain(node, d.reason);
+  else if (d.action == gpudiag::NodeAction::resume) done = sc.resume(node);
+  if (!done) return done;
+  // Machine formats keep stdout for their own output.
+  std::string line = fmt::format("Slurm: {} {}\n", node, d.explanation);
+  if (human) write_all(line);
+  else std::fprintf(stderr, "gpudiag-health: %s", line.c_str());
+  return true;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"gpudiag-health: check this node's InfiniBand ports, PCIe ACS, IOMMU mode and GPUs.\n"
                "Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."};
   std::string config_path, fs_root = "/", checks_arg, format = "human", node;
-  bool quick = false, verbose = false;
+  bool quick = false, verbose = false, drain = false, resume = false;
   double timeout = 0;
   app.add_option("--config", config_path, "config file (default: /etc/gpudiag/gpudiag.yaml if it exists)");
   app.add_option("--fs-root", fs_root, "read /sys and /proc under DIR instead of / (fixtures, containers)");
@@ -65,6 +100,8 @@ int run(int argc, char** argv) {
   app.add_option("--node", node, "node name for the report (default: health.node_name, else hostname -s)");
   app.add_option("--timeout", timeout, "time budget for all checks in seconds (default: health.timeout, 50)")
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_flag("--drain", drain, "if CRITICAL, drain this node in Slurm with reason '<prefix> <finding>'");
+  app.add_flag("--resume", resume, "if OK and drained by gpudiag (reason starts with the prefix), resume it");
   app.add_flag("-v,--verbose", verbose, "show every finding, including what is fine, and where GPUs and NICs sit");
   app.set_version_flag("--version", std::string("gpudiag-health ") + GPUDIAG_VERSION);
   try {
@@ -130,8 +167,17 @@ int run(int argc, char** argv) {
     bool color = ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR") && !(term && std::string(term) == "dumb");
     text = gpudiag::format_human(report, verbose, color);
   }
+  if (format == "human" && verbose && !drain && !resume) text += slurm_note(cfg, node);
   write_all(text);
-  const int code = static_cast<int>(report.status);
+  int code = static_cast<int>(report.status);
+  if (drain || resume) {
+    auto acted = act_on_node(report, cfg, node, drain, resume, format == "human");
+    if (!acted) {
+      std::fprintf(stderr, "%s\n", acted.error().c_str());
+      code = kExitUnknown;
+    }
+  }
+  std::fflush(stdout);
   if (outcome.abandoned_thread) std::_Exit(code);
   return code;
 }

@@ -75,6 +75,17 @@ const Finding* Report::most_severe() const {
   return best;
 }
 
+std::string headline(const Report& r) {
+  const Finding* worst = r.most_severe();
+  if (!worst) return std::string("node is ") + status_name(r.status);
+  int others = -1;
+  for (const auto& c : r.checks)
+    for (const auto& f : c.findings) others += f.status == Status::critical || f.status == Status::unknown;
+  std::string line = worst->message;
+  if (others > 0) line += " (+" + std::to_string(others) + " more)";
+  return line;
+}
+
 void Report::add(CheckResult c) {
   status = worse(status, c.status);
   checks.push_back(std::move(c));

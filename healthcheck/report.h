@@ -52,4 +52,8 @@ struct Report {
   void add(CheckResult c);
 };
 
+// The most severe finding's message, with "(+N more)" when others are CRITICAL or
+// UNKNOWN too: the one line that NHC and drain reasons show.
+std::string headline(const Report& r);
+
 }  // namespace gpudiag

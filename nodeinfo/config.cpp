@@ -113,7 +113,7 @@ class Reader {
 
 void read_health(const Reader& r, const YAML::Node& n, HealthSettings& h) {
   r.require_map(n, "health");
-  r.only_keys(n, "health.", {"checks", "timeout", "drain_prefix", "node_name"});
+  r.only_keys(n, "health.", {"checks", "timeout", "drain_prefix", "node_name", "scontrol_timeout"});
   if (n["checks"]) h.checks = r.list(n["checks"], "health.checks", &known_checks());
   if (n["timeout"]) h.timeout_s = r.number(n["timeout"], "health.timeout", 1, 3600);
   if (n["drain_prefix"]) {
@@ -122,6 +122,7 @@ void read_health(const Reader& r, const YAML::Node& n, HealthSettings& h) {
       r.fail(n["drain_prefix"], "'health.drain_prefix' must be 1 to 32 characters");
   }
   if (n["node_name"]) h.node_name = r.scalar(n["node_name"], "health.node_name");
+  if (n["scontrol_timeout"]) h.scontrol_timeout_s = r.number(n["scontrol_timeout"], "health.scontrol_timeout", 1, 300);
 }
 
 void read_ib(const Reader& r, const YAML::Node& n, IbExpect& ib) {

@@ -45,6 +45,7 @@ struct HealthSettings {
   double timeout_s = 50;            // below Slurm's 60 s HealthCheckProgram limit
   std::string drain_prefix = "gpudiag:";
   std::string node_name;            // Slurm node name; empty means `hostname -s`
+  double scontrol_timeout_s = 10;   // a hung slurmctld must not hang the health check
 };
 
 struct Config {

@@ -12,7 +12,7 @@ namespace {
 
 const std::string kBin = GPUDIAG_HEALTH_BIN;
 const std::string kFixtures = GPUDIAG_FIXTURES_DIR;
-const std::string kSiteConfig = GPUDIAG_SOURCE_DIR "/tests/fixtures/h200-node.yaml";
+const std::string kSiteConfig = GPUDIAG_SOURCE_DIR "/etc/gpudiag.yaml";
 
 ProcessResult health(const std::string& variant, std::vector<std::string> extra = {}, bool with_config = true) {
   std::vector<std::string> argv = {kBin, "--fs-root", kFixtures + "/" + variant};
@@ -44,6 +44,9 @@ struct Case {
   int exit_code;
   std::string check, subject, status, message_part, hint_part;
 };
+
+// Keeps ctest's test names readable (gtest would print the struct's bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.variant << "/" << c.check; }
 
 class Variant : public ::testing::TestWithParam<Case> {};
 

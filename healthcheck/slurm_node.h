@@ -1,0 +1,34 @@
+#pragma once
+// This node as Slurm sees it, through `scontrol` run without a shell and with a
+// deadline: a hung or failing scontrol is reported, never waited on forever.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nodeinfo/result.h"
+
+namespace gpudiag {
+
+struct SlurmNodeState {
+  std::string state;   // "IDLE+DRAIN", "MIXED", ...
+  bool drain = false;  // DRAIN flag: drained or draining
+  std::string reason;  // without the trailing " [user@time]"
+};
+
+// Pure: parses `scontrol show node NAME` output.
+Result<SlurmNodeState> parse_scontrol_node(std::string_view text, const std::string& node);
+
+class Scontrol {
+ public:
+  explicit Scontrol(double timeout_s) : timeout_s_(timeout_s) {}
+  Result<SlurmNodeState> show(const std::string& node) const;
+  // Errors are full messages naming the node and quoting scontrol.
+  Result<bool> drain(const std::string& node, const std::string& reason) const;
+  Result<bool> resume(const std::string& node) const;
+
+ private:
+  Result<bool> update(const std::string& node, const std::vector<std::string>& args, const char* what) const;
+  double timeout_s_;
+};
+
+}  // namespace gpudiag

@@ -1,0 +1,142 @@
+#include "nodeinfo/run_command.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+extern char** environ;
+
+namespace gpudiag {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// Reads what is available; false at EOF or error.
+bool drain_into(int fd, std::string& into, std::size_t max) {
+  char buf[16384];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      std::size_t room = into.size() < max ? max - into.size() : 0;
+      into.append(buf, std::min<std::size_t>(room, static_cast<std::size_t>(n)));
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    return false;
+  }
+}
+
+std::string first_line(const std::string& s) {
+  std::string line = s.substr(0, s.find('\n'));
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+}
+
+}  // namespace
+
+CommandResult run_command(const std::vector<std::string>& argv, double timeout_s, std::size_t max_output) {
+  CommandResult r;
+  if (argv.empty()) {
+    r.error = "no command";
+    return r;
+  }
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    r.error = std::string("pipe: ") + std::strerror(errno);
+    close_fd(out[0]), close_fd(out[1]), close_fd(err[0]), close_fd(err[1]);
+    return r;
+  }
+  // posix_spawn rather than fork: the caller may have threads (a check abandoned at
+  // its timeout), and only exec-time setup is safe in a forked child then.
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  close_fd(out[1]);
+  close_fd(err[1]);
+  if (rc != 0) {
+    r.error = argv[0] + ": " + std::strerror(rc);
+    close_fd(out[0]), close_fd(err[0]);
+    return r;
+  }
+  r.started = true;
+  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  int status = 0;
+  bool reaped = false;
+  while (true) {
+    pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    // Wake up now and then to reap: a grandchild may hold the pipes open after the
+    // command itself has exited.
+    ::poll(fds, 2, static_cast<int>(std::min<long long>(left, 50)));
+    if (out[0] >= 0 && !drain_into(out[0], r.out, max_output)) close_fd(out[0]);
+    if (err[0] >= 0 && !drain_into(err[0], r.err, max_output)) close_fd(err[0]);
+    if (!reaped && ::waitpid(pid, &status, WNOHANG) == pid) reaped = true;
+    if (reaped) {
+      // Exited: what it wrote is in the pipes already; take it and stop.
+      if (out[0] >= 0) drain_into(out[0], r.out, max_output);
+      if (err[0] >= 0) drain_into(err[0], r.err, max_output);
+      break;
+    }
+  }
+  // Whatever is left of the group goes; only our own group, never anything else.
+  ::kill(-pid, SIGKILL);
+  if (!reaped) {
+    r.timed_out = true;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  close_fd(out[0]);
+  close_fd(err[0]);
+  if (!r.timed_out) {
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  }
+  return r;
+}
+
+std::string describe_failure(const std::string& name, const CommandResult& r, double timeout_s) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", timeout_s);
+  if (!r.started) return "cannot run " + name + ": " + r.error;
+  if (r.timed_out) return name + " timed out after " + secs + " s (is slurmctld reachable?)";
+  std::string said = first_line(r.err.empty() ? r.out : r.err);
+  if (r.signal) return name + " was killed by signal " + std::to_string(r.signal) + (said.empty() ? "" : ": " + said);
+  return name + " exited " + std::to_string(r.exit_code) + (said.empty() ? "" : ": " + said);
+}
+
+}  // namespace gpudiag

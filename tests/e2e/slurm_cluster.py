@@ -1,0 +1,223 @@
+"""A throwaway single-host Slurm for end-to-end tests.
+
+munged, slurmctld and slurmd from Debian's packages run in the foreground as our
+children, on private ports, with every file under one temp dir. The cluster waits
+until its node is idle before it is handed out, and always tears down: on a normal
+exit, a failed test, or SIGINT/SIGTERM. It ends only the processes it started.
+
+    with SlurmCluster(extra_conf=["Epilog=/path/to/epilog"]) as c:
+        c.run(["srun", "hostname"])
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+START_TIMEOUT = 60
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _short_hostname():
+    return socket.gethostname().split(".")[0]
+
+
+class SlurmCluster:
+    def __init__(self, extra_conf=(), keep=False):
+        self.extra_conf = list(extra_conf)
+        self.keep = keep or os.environ.get("GPUDIAG_KEEP_CLUSTER") == "1"
+        self.node = _short_hostname()
+        self.procs = []
+        self.dir = None
+        self._old_handlers = {}
+
+    # -- lifecycle -------------------------------------------------------------------
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, old)
+        return False
+
+    def _on_signal(self, signum, _frame):
+        # Turn a signal into an exception so that __exit__ tears the cluster down.
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    def start(self):
+        self.dir = tempfile.mkdtemp(prefix="gpudiag-slurm-")
+        for sub in ("state", "spool", "log", "run"):
+            os.makedirs(os.path.join(self.dir, sub))
+        self._start_munge()
+        self.conf = os.path.join(self.dir, "slurm.conf")
+        with open(self.conf, "w") as f:
+            f.write(self._slurm_conf())
+        self.env = dict(os.environ, SLURM_CONF=self.conf)
+        for var in [v for v in self.env if v.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))]:
+            if var != "SLURM_CONF":
+                del self.env[var]
+        self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", self.conf])
+        self._wait(lambda: self.run(["scontrol", "ping"], check=False).stdout.find("UP") >= 0, "slurmctld to answer")
+        self._spawn("slurmd", ["slurmd", "-D", "-f", self.conf, "-N", self.node])
+        self._wait(lambda: self.node_state().startswith("IDLE"), f"node {self.node} to be idle")
+
+    def stop(self):
+        # slurmstepd daemonizes: cancel our jobs while slurmctld can still do it, so no
+        # step outlives the cluster.
+        if any(name == "slurmctld" and p.poll() is None for name, p in self.procs):
+            try:
+                jobs = self.run(["squeue", "-h", "-o", "%i"], check=False, timeout=10).stdout.split()
+                if jobs:
+                    self.run(["scancel"] + jobs, check=False, timeout=10)
+                    deadline = time.monotonic() + 10
+                    while time.monotonic() < deadline and self.run(["squeue", "-h"], check=False, timeout=10).stdout.strip():
+                        time.sleep(0.2)
+            except (subprocess.SubprocessError, OSError):
+                pass
+        for name, p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+        deadline = time.monotonic() + 10
+        for name, p in reversed(self.procs):
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
+        if self.dir and not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- helpers for tests -----------------------------------------------------------
+    def run(self, argv, check=True, timeout=120, env=None, **kw):
+        """Runs a command against this cluster (no shell) and returns CompletedProcess."""
+        e = dict(self.env)
+        e.update(env or {})
+        r = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=timeout, **kw)
+        if check and r.returncode != 0:
+            raise AssertionError(f"{argv} exited {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}\n"
+                                 f"{self.logs()}")
+        return r
+
+    def show_node(self):
+        return self.run(["scontrol", "show", "node", self.node]).stdout
+
+    def node_state(self):
+        r = self.run(["sinfo", "-h", "-N", "-n", self.node, "-o", "%T"], check=False)
+        return r.stdout.strip().upper() if r.returncode == 0 else ""
+
+    def node_reason(self):
+        r = self.run(["sinfo", "-h", "-N", "-n", self.node, "-o", "%E"])
+        return r.stdout.strip()
+
+    def drain(self, reason):
+        self.run(["scontrol", "update", f"NodeName={self.node}", "State=DRAIN", f"Reason={reason}"])
+
+    def resume(self):
+        self.run(["scontrol", "update", f"NodeName={self.node}", "State=RESUME"])
+
+    def wait_for(self, predicate, what, timeout=30):
+        self._wait(predicate, what, timeout)
+
+    def logs(self):
+        out = []
+        for name in ("slurmctld", "slurmd", "munged"):
+            path = os.path.join(self.dir or "", "log", f"{name}.log")
+            if os.path.exists(path):
+                with open(path, errors="replace") as f:
+                    out.append(f"--- {name}.log (tail)\n" + "".join(f.readlines()[-30:]))
+        return "\n".join(out)
+
+    # -- internals -------------------------------------------------------------------
+    def _spawn(self, name, argv):
+        log = open(os.path.join(self.dir, "log", f"{name}.out"), "w")
+        try:
+            p = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            log.close()  # the child has its own copy
+        self.procs.append((name, p))
+
+    def _start_munge(self):
+        key = os.path.join(self.dir, "munge.key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(1024))
+        os.chmod(key, 0o400)
+        self.munge_socket = os.path.join(self.dir, "run", "munge.socket")
+        self.env = dict(os.environ)
+        self._spawn("munged", ["munged", "-F", "--force", "--key-file", key, "--socket", self.munge_socket,
+                               "--pid-file", os.path.join(self.dir, "run", "munged.pid"),
+                               "--log-file", os.path.join(self.dir, "log", "munged.log"),
+                               "--seed-file", os.path.join(self.dir, "run", "munged.seed")])
+        self._wait(lambda: os.path.exists(self.munge_socket), "munged's socket")
+
+    def _slurm_conf(self):
+        d = self.dir
+        cpus = os.cpu_count() or 1
+        lines = [
+            "ClusterName=gpudiagtest",
+            f"SlurmctldHost={self.node}(127.0.0.1)",
+            f"SlurmctldPort={_free_port()}",
+            f"SlurmdPort={_free_port()}",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={self.munge_socket}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            f"StateSaveLocation={d}/state",
+            f"SlurmdSpoolDir={d}/spool",
+            f"SlurmctldPidFile={d}/run/slurmctld.pid",
+            f"SlurmdPidFile={d}/run/slurmd.pid",
+            f"SlurmctldLogFile={d}/log/slurmctld.log",
+            f"SlurmdLogFile={d}/log/slurmd.log",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "SlurmdTimeout=30",
+            "InactiveLimit=0",
+            "KillWait=5",
+            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN",
+            "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
+        ] + self.extra_conf
+        return "\n".join(lines) + "\n"
+
+    def _wait(self, predicate, what, timeout=START_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"{name} exited {p.returncode} while waiting for {what}\n{self._outs()}")
+            try:
+                if predicate():
+                    return
+            except (subprocess.SubprocessError, OSError):
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"timed out waiting for {what}\n{self._outs()}\n{self.logs()}")
+
+    def _outs(self):
+        out = []
+        for name, _ in self.procs:
+            path = os.path.join(self.dir, "log", f"{name}.out")
+            if os.path.exists(path):
+                with open(path, errors="replace") as f:
+                    out.append(f"--- {name} output\n{f.read()[-2000:]}")
+        return "\n".join(out)
