@@ -4,6 +4,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
+#include <sstream>
+#include <type_traits>
 #include <fstream>
 #include <initializer_list>
 #include <stdexcept>
@@ -51,38 +54,28 @@ class Reader {
     }
   }
 
+  template <class T>
+  static std::string fmt_num(T v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  }
+
   std::string scalar(const YAML::Node& n, const std::string& key) const {
     if (!n.IsScalar()) fail(n, "'" + key + "' must be a single value");
     return n.Scalar();
   }
 
-  int integer(const YAML::Node& n, const std::string& key, int lo, int hi) const {
+  // A whole number (int) or any number (double) within [lo, hi].
+  template <class T>
+  T numeric(const YAML::Node& n, const std::string& key, T lo, T hi) const {
     std::string s = scalar(n, key);
-    std::size_t used = 0;
-    long v = 0;
-    try {
-      v = std::stol(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != s.size() || s.empty()) fail(n, "'" + key + "' must be a whole number, not '" + s + "'");
-    if (v < lo || v > hi)
-      fail(n, "'" + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
-    return static_cast<int>(v);
-  }
-
-  double number(const YAML::Node& n, const std::string& key, double lo, double hi) const {
-    std::string s = scalar(n, key);
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != s.size() || s.empty()) fail(n, "'" + key + "' must be a number, not '" + s + "'");
+    T v{};
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || s.empty())
+      fail(n, "'" + key + "' must be " + (std::is_integral_v<T> ? "a whole number" : "a number") + ", not '" + s + "'");
     if (!(v >= lo && v <= hi))
-      fail(n, "'" + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+      fail(n, "'" + key + "' must be between " + fmt_num(lo) + " and " + fmt_num(hi));
     return v;
   }
 
@@ -115,22 +108,22 @@ void read_health(const Reader& r, const YAML::Node& n, HealthSettings& h) {
   r.require_map(n, "health");
   r.only_keys(n, "health.", {"checks", "timeout", "drain_prefix", "node_name", "scontrol_timeout"});
   if (n["checks"]) h.checks = r.list(n["checks"], "health.checks", &known_checks());
-  if (n["timeout"]) h.timeout_s = r.number(n["timeout"], "health.timeout", 1, 3600);
+  if (n["timeout"]) h.timeout_s = r.numeric(n["timeout"], "health.timeout", 1.0, 3600.0);
   if (n["drain_prefix"]) {
     h.drain_prefix = r.scalar(n["drain_prefix"], "health.drain_prefix");
     if (h.drain_prefix.empty() || h.drain_prefix.size() > 32)
       r.fail(n["drain_prefix"], "'health.drain_prefix' must be 1 to 32 characters");
   }
   if (n["node_name"]) h.node_name = r.scalar(n["node_name"], "health.node_name");
-  if (n["scontrol_timeout"]) h.scontrol_timeout_s = r.number(n["scontrol_timeout"], "health.scontrol_timeout", 1, 300);
+  if (n["scontrol_timeout"]) h.scontrol_timeout_s = r.numeric(n["scontrol_timeout"], "health.scontrol_timeout", 1.0, 300.0);
 }
 
 void read_ib(const Reader& r, const YAML::Node& n, IbExpect& ib) {
   r.require_map(n, "ib");
   r.only_keys(n, "ib.", {"hcas", "count", "rate_gbps", "link_layer", "exclude"});
   if (n["hcas"]) ib.hcas = r.list(n["hcas"], "ib.hcas");
-  if (n["count"]) ib.count = r.integer(n["count"], "ib.count", 0, 1024);
-  if (n["rate_gbps"]) ib.rate_gbps = r.number(n["rate_gbps"], "ib.rate_gbps", 1, 100000);
+  if (n["count"]) ib.count = r.numeric(n["count"], "ib.count", 0, 1024);
+  if (n["rate_gbps"]) ib.rate_gbps = r.numeric(n["rate_gbps"], "ib.rate_gbps", 1.0, 100000.0);
   if (n["link_layer"]) ib.link_layer = r.one_of(n["link_layer"], "ib.link_layer", {"InfiniBand", "Ethernet"});
   if (n["exclude"]) ib.exclude = r.list(n["exclude"], "ib.exclude");
 }
@@ -177,7 +170,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
     if (auto n = root["gpu"]) {
       r.require_map(n, "gpu");
       r.only_keys(n, "gpu.", {"count"});
-      if (n["count"]) cfg.gpu.count = r.integer(n["count"], "gpu.count", 0, 64);
+      if (n["count"]) cfg.gpu.count = r.numeric(n["count"], "gpu.count", 0, 64);
     }
   } catch (const ConfigError& e) {
     return Result<Config>::failure(e.what());
@@ -196,7 +189,7 @@ Result<Config> load_config_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !in)
     return Result<Config>::failure("gpudiag: cannot read config " + path +
-                                   ": no such file or not readable (pass --config FILE, or create it from "
+                                   ": missing, unreadable or not a regular file (pass --config FILE, or create it from "
                                    "etc/gpudiag.yaml)");
   // A config is a few KiB; refuse something that is obviously not one.
   constexpr std::size_t kMaxConfig = 1 << 20;
