@@ -79,6 +79,13 @@ class Reader {
     return v;
   }
 
+  bool boolean(const YAML::Node& n, const std::string& key) const {
+    std::string s = scalar(n, key);
+    if (s == "true" || s == "yes" || s == "on") return true;
+    if (s == "false" || s == "no" || s == "off") return false;
+    fail(n, "'" + key + "' must be true or false, not '" + s + "'");
+  }
+
   std::string one_of(const YAML::Node& n, const std::string& key, const std::vector<std::string>& choices) const {
     std::string s = scalar(n, key);
     if (std::find(choices.begin(), choices.end(), s) == choices.end())
@@ -128,6 +135,32 @@ void read_ib(const Reader& r, const YAML::Node& n, IbExpect& ib) {
   if (n["exclude"]) ib.exclude = r.list(n["exclude"], "ib.exclude");
 }
 
+void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
+  r.require_map(n, "plugin");
+  r.only_keys(n, "plugin.", {"torch_env", "torchrun_env", "master_port_range", "nproc_per_node", "nccl_env"});
+  if (n["torch_env"]) p.torch_env = r.boolean(n["torch_env"], "plugin.torch_env");
+  if (n["torchrun_env"]) p.torchrun_env = r.boolean(n["torchrun_env"], "plugin.torchrun_env");
+  if (auto range = n["master_port_range"]) {
+    if (!range.IsSequence() || range.size() != 2)
+      r.fail(range, "'plugin.master_port_range' must be [first, last], e.g. [61000, 65535]");
+    p.master_port_first = r.numeric(range[0], "plugin.master_port_range", 1024, 65535);
+    p.master_port_last = r.numeric(range[1], "plugin.master_port_range", 1024, 65535);
+    if (p.master_port_first > p.master_port_last) r.fail(range, "'plugin.master_port_range' is empty: first > last");
+  }
+  if (n["nproc_per_node"]) p.nproc_per_node = r.numeric(n["nproc_per_node"], "plugin.nproc_per_node", 0, 1024);
+  if (auto env = n["nccl_env"]) {
+    r.require_map(env, "plugin.nccl_env");
+    for (const auto& kv : env) {
+      std::string name = kv.first.Scalar();
+      if (name.rfind("NCCL_", 0) != 0) r.fail(kv.first, "'plugin.nccl_env." + name + "': only NCCL_* variables belong here");
+      std::string value = r.scalar(kv.second, "plugin.nccl_env." + name);
+      for (unsigned char c : value)
+        if (c < 0x20 || c == 0x7f) r.fail(kv.second, "'plugin.nccl_env." + name + "' holds control characters");
+      p.nccl_env.emplace_back(name, value);
+    }
+  }
+}
+
 }  // namespace
 
 std::string policy_name(Policy p) {
@@ -152,7 +185,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
     YAML::Node root = YAML::Load(std::string(yaml_text));
     if (root.IsNull()) return cfg;  // an empty file: all defaults
     r.require_map(root, "the top level");
-    r.only_keys(root, "", {"health", "ib", "acs", "iommu", "gpu"});
+    r.only_keys(root, "", {"health", "ib", "acs", "iommu", "gpu", "plugin"});
     if (root["health"]) read_health(r, root["health"], cfg.health);
     if (root["ib"]) read_ib(r, root["ib"], cfg.ib);
     if (auto n = root["acs"]) {
@@ -167,6 +200,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
       if (n["allow"]) cfg.iommu.allow = r.list(n["allow"], "iommu.allow", &kModes);
       if (n["policy"]) cfg.iommu.policy = r.policy(n["policy"], "iommu.policy");
     }
+    if (root["plugin"]) read_plugin(r, root["plugin"], cfg.plugin);
     if (auto n = root["gpu"]) {
       r.require_map(n, "gpu");
       r.only_keys(n, "gpu.", {"count"});

@@ -3,6 +3,7 @@
 // Unknown keys and wrong types are errors with file:line, so a typo never silently
 // turns a check off.
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,18 @@ struct HealthSettings {
   double scontrol_timeout_s = 10;   // a hung slurmctld must not hang the health check
 };
 
+// What the SPANK plugin sets in every task of every step.
+struct PluginSettings {
+  bool torch_env = true;     // MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
+  bool torchrun_env = true;  // PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_*
+  int master_port_first = 61000;  // MASTER_PORT range, outside Linux's ephemeral ports
+  int master_port_last = 65535;
+  int nproc_per_node = 0;    // PET_NPROC_PER_NODE; 0: the GPUs the task sees (else 1)
+  // Site NCCL defaults, in file order. NCCL_IB_HCA: auto means this node's active IB
+  // HCAs (bonds and excluded ones left out) as an exact list.
+  std::vector<std::pair<std::string, std::string>> nccl_env;
+};
+
 struct Config {
   std::string source;  // the file it came from, or "" for built-in defaults
   HealthSettings health;
@@ -55,6 +68,7 @@ struct Config {
   AcsSettings acs;
   IommuSettings iommu;
   GpuExpect gpu;
+  PluginSettings plugin;
 };
 
 // Every check gpudiag-health knows, in run order.

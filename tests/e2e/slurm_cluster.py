@@ -167,7 +167,9 @@ class SlurmCluster:
 
     def _slurm_conf(self):
         d = self.dir
-        cpus = os.cpu_count() or 1
+        # More CPUs than the machine has, so tests can run -n4 steps side by side on a
+        # 2-core VM; config_overrides makes slurmd accept the difference.
+        cpus = max(16, os.cpu_count() or 1)
         lines = [
             "ClusterName=gpudiagtest",
             f"SlurmctldHost={self.node}(127.0.0.1)",
@@ -192,6 +194,7 @@ class SlurmCluster:
             "MpiDefault=none",
             "ReturnToService=2",
             "SlurmdTimeout=30",
+            "SlurmdParameters=config_overrides",
             "InactiveLimit=0",
             "KillWait=5",
             f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN",

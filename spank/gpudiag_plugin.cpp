@@ -1,0 +1,297 @@
+// gpudiag.so: the SPANK plugin (DESIGN §3). Every callback catches everything: no
+// exception may cross into srun or slurmstepd, and a failure is a clear message,
+// never a crash.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+}
+
+#include "nodeinfo/config.h"
+#include "nodeinfo/ib_discovery.h"
+#include "spank/diag_options.h"
+#include "spank/dist_env.h"
+#include "spank/env_writer.h"
+#include "spank/nccl_defaults.h"
+#include "spank/plugin_args.h"
+
+// SPANK_PLUGIN() gives these internal linkage in C++: declare them by hand.
+extern "C" {
+extern const char plugin_name[] = "gpudiag";
+extern const char plugin_type[] = "spank";
+extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+}
+
+namespace {
+
+using gpudiag::Config;
+using gpudiag::DiagOptions;
+
+// Step ids that are not srun steps: no per-task values go there (DESIGN §3).
+constexpr std::uint32_t kBatchStep = 0xfffffffb;
+constexpr std::uint32_t kExternStep = 0xfffffffc;
+constexpr std::uint32_t kInteractiveStep = 0xfffffffa;
+
+// One per process: srun, sbatch and each slurmstepd load the plugin on their own.
+struct State {
+  Config cfg;
+  DiagOptions diag;         // from GPUDIAG_DIAG, then --diag
+  bool diag_option = false; // --diag was given
+  std::string diag_arg;     // its argument
+  std::string ib_hca;       // NCCL_IB_HCA=auto, resolved once per step and node
+  gpudiag::EnvList nccl_env;
+};
+State g;
+
+int diag_option_cb(int val, const char* optarg, int remote);
+
+// Every option in one table, registered in a loop (the model is pyxis).
+struct spank_option kOptions[] = {
+    {const_cast<char*>("diag"), const_cast<char*>("[LIST]"),
+     const_cast<char*>("gpudiag diagnostics: NCCL logs per host and more. LIST: comma items nccl=LEVEL, "
+                       "subsys=A+B, dir=PATH, noprefix, prefix (see gpudiag(8))"),
+     2, 0, diag_option_cb},
+};
+
+// Callbacks can fire twice: parse from scratch each time so the result is the same.
+int diag_option_cb(int, const char* optarg, int) {
+  try {
+    g.diag_option = true;
+    g.diag_arg = optarg ? optarg : "";
+    auto parsed = gpudiag::parse_diag_list(g.diag_arg);
+    if (!parsed) {
+      slurm_error("%s", parsed.error().c_str());
+      return -1;
+    }
+    g.diag = *parsed;
+    return 0;
+  } catch (const std::exception& e) {
+    slurm_error("gpudiag: --diag: %s", e.what());
+    return -1;
+  } catch (...) {
+    return -1;
+  }
+}
+
+class SpankEnv : public gpudiag::EnvTarget {
+ public:
+  explicit SpankEnv(spank_t sp) : sp_(sp) {}
+  std::optional<std::string> get(const std::string& name) override {
+    std::vector<char> buf(8192);
+    spank_err_t rc = spank_getenv(sp_, name.c_str(), buf.data(), static_cast<int>(buf.size()));
+    if (rc == ESPANK_SUCCESS) return std::string(buf.data());
+    if (rc == ESPANK_NOSPACE) return std::string("(too long)");  // present: the user's
+    return std::nullopt;
+  }
+  bool set(const std::string& name, const std::string& value) override {
+    return spank_setenv(sp_, name.c_str(), value.c_str(), 1) == ESPANK_SUCCESS;
+  }
+
+ private:
+  spank_t sp_;
+};
+
+template <class T>
+bool item(spank_t sp, spank_item_t what, T& out) {
+  return spank_get_item(sp, what, &out) == ESPANK_SUCCESS;
+}
+
+std::string first_host(const std::string& nodelist) {
+  if (nodelist.empty()) return "";
+  // The hostlist type changed in 23.11 (a struct, taken by pointer); `auto` compiles
+  // against both.
+  auto hl = slurm_hostlist_create(nodelist.c_str());
+  if (!hl) return "";
+  char* host = slurm_hostlist_shift(hl);
+  std::string out = host ? host : "";
+  free(host);
+  slurm_hostlist_destroy(hl);
+  return out;
+}
+
+int visible_gpus(gpudiag::EnvTarget& env) {
+  auto cvd = env.get("CUDA_VISIBLE_DEVICES");
+  if (!cvd || cvd->empty()) return 0;
+  int n = 1;
+  for (char c : *cvd) n += c == ',';
+  return n;
+}
+
+// Loads the config named by the plugstack arguments. Errors are messages.
+gpudiag::Result<Config> load(int ac, char** av) {
+  std::vector<std::string> args(av, av + ac);
+  auto parsed = gpudiag::parse_plugin_args(args);
+  if (!parsed) return gpudiag::Result<Config>::failure(parsed.error());
+  std::string path = parsed->config_given ? parsed->config : gpudiag::kDefaultConfigPath;
+  struct stat st;
+  if (!parsed->config_given && ::stat(path.c_str(), &st) != 0) return Config{};
+  return gpudiag::load_config_file(path);
+}
+
+int task_init(spank_t sp) {
+  std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
+  int local_id = 0;
+  if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step)) return 0;
+  if (step == kBatchStep || step == kExternStep || step == kInteractiveStep) return 0;
+  item(sp, S_JOB_NNODES, nnodes);
+  item(sp, S_JOB_NODEID, nodeid);
+  item(sp, S_JOB_LOCAL_TASK_COUNT, local_count);
+  item(sp, S_JOB_TOTAL_TASK_COUNT, total);
+  item(sp, S_TASK_GLOBAL_ID, global_id);
+  item(sp, S_TASK_ID, local_id);
+
+  SpankEnv env(sp);
+  gpudiag::TaskIds t;
+  t.job_id = job;
+  t.step_id = step;
+  t.rank = static_cast<int>(global_id);
+  t.world_size = static_cast<int>(total);
+  t.local_rank = local_id;
+  t.local_world_size = static_cast<int>(local_count);
+  t.node_rank = static_cast<int>(nodeid);
+  t.num_nodes = static_cast<int>(nnodes);
+  auto nodelist = env.get("SLURM_STEP_NODELIST");
+  if (!nodelist) nodelist = env.get("SLURM_JOB_NODELIST");
+  t.master_addr = first_host(nodelist.value_or(""));
+  int gpus = visible_gpus(env);
+  t.nproc_per_node = g.cfg.plugin.nproc_per_node > 0 ? g.cfg.plugin.nproc_per_node : (gpus > 0 ? gpus : 1);
+
+  gpudiag::PortRange range{g.cfg.plugin.master_port_first, g.cfg.plugin.master_port_last};
+  gpudiag::EnvList wanted;
+  if (g.cfg.plugin.torch_env && !t.master_addr.empty()) {
+    auto e = gpudiag::torch_env(t, range);
+    wanted.insert(wanted.end(), e.begin(), e.end());
+  }
+  if (g.cfg.plugin.torchrun_env && !t.master_addr.empty()) {
+    auto e = gpudiag::torchrun_env(t, range);
+    wanted.insert(wanted.end(), e.begin(), e.end());
+  }
+  wanted.insert(wanted.end(), g.nccl_env.begin(), g.nccl_env.end());
+  if (g.diag.enabled) {
+    std::string dir = g.diag.dir;
+    if (dir.empty()) {
+      auto submit = env.get("SLURM_SUBMIT_DIR");
+      dir = submit.value_or("/tmp") + "/gpudiag-" + std::to_string(job) + "." + std::to_string(step);
+    }
+    // task_init runs as the user: the directory is the user's, and a place the user
+    // may not write is refused by the kernel, not by us as root.
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      slurm_error("gpudiag: cannot create the diag dir %s: %s: pick a writable one with --diag=dir=PATH", dir.c_str(),
+                  std::strerror(errno));
+      return -1;
+    }
+    wanted.emplace_back("NCCL_DEBUG", g.diag.nccl_level);
+    wanted.emplace_back("NCCL_DEBUG_SUBSYS", g.diag.nccl_subsys);
+    wanted.emplace_back("NCCL_DEBUG_FILE", dir + "/nccl.%h.%p.log");
+    wanted.emplace_back("TORCH_DISTRIBUTED_DEBUG", "INFO");
+    wanted.emplace_back("GPUDIAG_DIAG_DIR", dir);
+  }
+  gpudiag::apply_env(env, wanted);
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int slurm_spank_init(spank_t sp, int ac, char** av) {
+  try {
+    const spank_context_t ctx = spank_context();
+    auto cfg = load(ac, av);
+    if (!cfg) {
+      slurm_error("%s", cfg.error().c_str());
+      // In slurmd and prolog/epilog contexts an error would take more than the user's
+      // step down with it; there the message is enough.
+      return (ctx == S_CTX_LOCAL || ctx == S_CTX_REMOTE || ctx == S_CTX_ALLOCATOR) ? -1 : 0;
+    }
+    g.cfg = *cfg;
+    if (ctx == S_CTX_LOCAL || ctx == S_CTX_REMOTE || ctx == S_CTX_ALLOCATOR) {
+      for (auto& opt : kOptions) {
+        if (spank_option_register(sp, &opt) != ESPANK_SUCCESS) {
+          slurm_error("gpudiag: cannot register --%s", opt.name);
+          return -1;
+        }
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    slurm_error("gpudiag: init: %s", e.what());
+    return -1;
+  } catch (...) {
+    return -1;
+  }
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int, char**) {
+  try {
+    const spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE) return 0;
+    // GPUDIAG_DIAG first, then --diag on top, item by item.
+    std::string from_env;
+    if (ctx == S_CTX_LOCAL) {
+      const char* v = std::getenv("GPUDIAG_DIAG");
+      if (v) from_env = v;
+    } else {
+      SpankEnv env(sp);
+      from_env = env.get("GPUDIAG_DIAG").value_or("");
+    }
+    DiagOptions base;
+    if (!from_env.empty()) {
+      auto parsed = gpudiag::parse_diag_list(from_env);
+      if (!parsed) {
+        slurm_error("%s (from GPUDIAG_DIAG)", parsed.error().c_str());
+        return -1;
+      }
+      base = *parsed;
+    }
+    if (g.diag_option) {
+      auto parsed = gpudiag::parse_diag_list(g.diag_arg, base);
+      if (!parsed) {
+        slurm_error("%s", parsed.error().c_str());
+        return -1;
+      }
+      base = *parsed;
+    }
+    g.diag = base;
+    return 0;
+  } catch (const std::exception& e) {
+    slurm_error("gpudiag: %s", e.what());
+    return -1;
+  } catch (...) {
+    return -1;
+  }
+}
+
+int slurm_spank_user_init(spank_t, int, char**) {
+  try {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    // Once per step and node, before the tasks fork: they inherit the result.
+    gpudiag::RootedFs fs("/");
+    g.nccl_env = gpudiag::nccl_defaults(g.cfg.plugin, gpudiag::discover_ib(fs), g.cfg.ib);
+    return 0;
+  } catch (...) {
+    return 0;  // NCCL defaults are a convenience: never fail a job over them
+  }
+}
+
+int slurm_spank_task_init(spank_t sp, int, char**) {
+  try {
+    return task_init(sp);
+  } catch (const std::exception& e) {
+    slurm_error("gpudiag: task init: %s", e.what());
+    return 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // extern "C"

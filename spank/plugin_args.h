@@ -1,0 +1,18 @@
+#pragma once
+// plugstack.conf arguments: `required .../gpudiag.so [config=PATH]`. Strict: an
+// unknown key or a malformed argument is an error, never silently ignored.
+#include <string>
+#include <vector>
+
+#include "nodeinfo/result.h"
+
+namespace gpudiag {
+
+struct PluginArgs {
+  std::string config;        // empty: /etc/gpudiag/gpudiag.yaml if it exists
+  bool config_given = false; // then a missing file is an error
+};
+
+Result<PluginArgs> parse_plugin_args(const std::vector<std::string>& args);
+
+}  // namespace gpudiag

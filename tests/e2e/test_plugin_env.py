@@ -1,0 +1,137 @@
+"""gpudiag.so loaded by a real srun/slurmstepd: the distributed env, user values,
+nested steps, --diag validation and a broken config."""
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from slurm_cluster import SlurmCluster  # noqa: E402
+
+BUILD = os.path.abspath(os.environ.get("GPUDIAG_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build")))
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PLUGIN = os.path.join(BUILD, "spank", "gpudiag.so")
+PYTHON = "/usr/bin/python3"
+DUMP_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k in "
+            "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', "
+            "'PET_NNODES', 'PET_NODE_RANK', 'PET_NPROC_PER_NODE', 'PET_MASTER_ADDR', 'PET_MASTER_PORT', "
+            "'NCCL_SOCKET_IFNAME', 'NCCL_DEBUG', 'NCCL_DEBUG_FILE', 'NCCL_DEBUG_SUBSYS', "
+            "'TORCH_DISTRIBUTED_DEBUG', 'GPUDIAG_INJECTED', 'TORCHELASTIC_RUN_ID', 'SLURM_PROCID')}))")
+
+
+class PluginEnv(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="gpudiag-plugin-")
+        os.chmod(cls.tmp, 0o755)
+        cls.config = os.path.join(cls.tmp, "gpudiag.yaml")
+        shutil.copy(os.path.join(SOURCE, "etc", "gpudiag.yaml"), cls.config)
+        plugstack = os.path.join(cls.tmp, "plugstack.conf")
+        with open(plugstack, "w") as f:
+            f.write(f"required {PLUGIN} config={cls.config}\n")
+        cls.cluster = SlurmCluster(extra_conf=[f"PlugStackConfig={plugstack}"])
+        cls.cluster.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.__exit__(None, None, None)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def envs(self, *srun_args, env=None):
+        r = self.cluster.run(["srun", *srun_args, PYTHON, "-c", DUMP_ENV], env=env, cwd=self.tmp, timeout=60)
+        rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        return sorted(rows, key=lambda e: int(e["SLURM_PROCID"]))
+
+    def test_distributed_env_in_every_task(self):
+        rows = self.envs("-n4")
+        self.assertEqual(len(rows), 4)
+        ports = {e["MASTER_PORT"] for e in rows}
+        self.assertEqual(len(ports), 1)
+        port = int(ports.pop())
+        self.assertTrue(61000 <= port <= 65535, port)
+        for i, e in enumerate(rows):
+            self.assertEqual(e["RANK"], str(i))
+            self.assertEqual(e["WORLD_SIZE"], "4")
+            self.assertEqual(e["LOCAL_RANK"], str(i))
+            self.assertEqual(e["LOCAL_WORLD_SIZE"], "4")
+            self.assertEqual(e["MASTER_ADDR"], self.cluster.node)
+            self.assertEqual(e["PET_NNODES"], "1")
+            self.assertEqual(e["PET_NODE_RANK"], "0")
+            self.assertEqual(e["PET_MASTER_PORT"], str(port))
+            self.assertEqual(e["NCCL_SOCKET_IFNAME"], "^docker,lo,virbr")
+            self.assertNotIn("TORCHELASTIC_RUN_ID", e)
+            self.assertNotIn("NCCL_DEBUG", e)
+
+    def test_different_steps_get_different_ports(self):
+        a = self.envs("-n1")[0]["MASTER_PORT"]
+        b = self.envs("-n1")[0]["MASTER_PORT"]
+        self.assertNotEqual(a, b)
+
+    def test_user_values_survive(self):
+        rows = self.envs("-n2", env={"MASTER_PORT": "12345", "NCCL_SOCKET_IFNAME": "=eth7"})
+        for e in rows:
+            self.assertEqual(e["MASTER_PORT"], "12345")
+            self.assertEqual(e["NCCL_SOCKET_IFNAME"], "=eth7")
+            self.assertIn("RANK", e)
+
+    def test_nested_step_replaces_what_the_outer_step_injected(self):
+        # The outer task's environment holds RANK=0 etc. from the plugin; the inner
+        # srun's tasks must get their own values, not inherit those as "user" values.
+        r = self.cluster.run(["srun", "-n1", "-c3", "srun", "--overlap", "-n3", "-c1", PYTHON, "-c", DUMP_ENV],
+                             cwd=self.tmp, timeout=60)
+        rows = sorted((json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")),
+                      key=lambda e: int(e["SLURM_PROCID"]))
+        self.assertEqual([e["RANK"] for e in rows], ["0", "1", "2"])
+        self.assertTrue(all(e["WORLD_SIZE"] == "3" for e in rows))
+
+    def test_sbatch_steps_get_their_own_ranks(self):
+        script = os.path.join(self.tmp, "job.sh")
+        out = os.path.join(self.tmp, "job.out")
+        with open(script, "w") as f:
+            f.write(f"#!/bin/sh\necho batch RANK=${{RANK:-unset}}\nsrun -n4 {PYTHON} -c \"{DUMP_ENV}\"\n")
+        self.cluster.run(["sbatch", "-n4", "--wait", "-o", out, script], cwd=self.tmp, timeout=120)
+        with open(out) as f:
+            text = f.read()
+        self.assertIn("batch RANK=unset", text)
+        rows = sorted((json.loads(l) for l in text.splitlines() if l.startswith("{")), key=lambda e: int(e["RANK"]))
+        self.assertEqual([e["RANK"] for e in rows], ["0", "1", "2", "3"])
+
+    def test_diag_sets_nccl_logging_and_creates_the_dir(self):
+        rows = self.envs("-n2", "--diag")
+        e = rows[0]
+        self.assertEqual(e["NCCL_DEBUG"], "INFO")
+        self.assertEqual(e["NCCL_DEBUG_SUBSYS"], "INIT,NET,ENV")
+        self.assertEqual(e["TORCH_DISTRIBUTED_DEBUG"], "INFO")
+        self.assertTrue(e["NCCL_DEBUG_FILE"].endswith("/nccl.%h.%p.log"), e["NCCL_DEBUG_FILE"])
+        self.assertTrue(os.path.isdir(os.path.dirname(e["NCCL_DEBUG_FILE"])))
+        rows = self.envs("-n1", "--diag=nccl=trace,subsys=INIT+COLL")
+        self.assertEqual(rows[0]["NCCL_DEBUG"], "TRACE")
+        self.assertEqual(rows[0]["NCCL_DEBUG_SUBSYS"], "INIT,COLL")
+
+    def test_bad_diag_item_fails_before_launch(self):
+        marker = os.path.join(self.tmp, "launched")
+        r = self.cluster.run(["srun", "-n1", "--diag=foo", "touch", marker], check=False, cwd=self.tmp)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("gpudiag: --diag: unknown item 'foo' (known:", r.stderr)
+        self.assertFalse(os.path.exists(marker))
+
+    def test_broken_config_fails_srun_clearly_and_daemons_live_on(self):
+        with open(self.config) as f:
+            good = f.read()
+        try:
+            with open(self.config, "w") as f:
+                f.write(good + "\nplugin_typo: 1\n")
+            r = self.cluster.run(["srun", "-n1", "true"], check=False, cwd=self.tmp, timeout=60)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("unknown key 'plugin_typo'", r.stderr)
+        finally:
+            with open(self.config, "w") as f:
+                f.write(good)
+        self.assertTrue(all(p.poll() is None for _, p in self.cluster.procs), "a daemon died")
+        self.assertEqual(len(self.envs("-n1")), 1)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

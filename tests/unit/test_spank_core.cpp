@@ -1,0 +1,171 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "spank/diag_options.h"
+#include "spank/dist_env.h"
+#include "spank/env_writer.h"
+#include "spank/nccl_defaults.h"
+#include "spank/plugin_args.h"
+
+using namespace gpudiag;
+
+TEST(DiagList, BareDiagTurnsOnDefaults) {
+  auto d = parse_diag_list("");
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->enabled);
+  EXPECT_EQ(d->nccl_level, "INFO");
+  EXPECT_EQ(d->nccl_subsys, "INIT,NET,ENV");
+  EXPECT_FALSE(d->prefix);
+}
+
+TEST(DiagList, Items) {
+  auto d = parse_diag_list("nccl=trace,subsys=INIT+COLL+^PROXY,noprefix,dir=/scratch/me/diag");
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->nccl_level, "TRACE");
+  EXPECT_EQ(d->nccl_subsys, "INIT,COLL,^PROXY");
+  EXPECT_EQ(d->prefix, false);
+  EXPECT_EQ(d->dir, "/scratch/me/diag");
+}
+
+TEST(DiagList, OptionOverridesEnvItemByItem) {
+  auto env = parse_diag_list("nccl=warn,noprefix");
+  auto both = parse_diag_list("nccl=trace", *env);
+  EXPECT_EQ(both->nccl_level, "TRACE");
+  EXPECT_EQ(both->prefix, false);
+}
+
+TEST(DiagList, ErrorsAreClear) {
+  auto d = parse_diag_list("foo");
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().rfind("gpudiag: --diag: unknown item 'foo' (known: ", 0), 0u);
+  EXPECT_FALSE(parse_diag_list("nccl=LOUD"));
+  EXPECT_FALSE(parse_diag_list("dir=relative/path"));
+  EXPECT_FALSE(parse_diag_list("noprefix=1"));
+  EXPECT_FALSE(parse_diag_list("subsys=INIT;rm"));
+  EXPECT_FALSE(parse_diag_list("dir=/tmp/x\nLD_PRELOAD=/evil"));
+  auto reserved = parse_diag_list("hang=10m");
+  ASSERT_FALSE(reserved);
+  EXPECT_NE(reserved.error().find("reserved"), std::string::npos);
+}
+
+TEST(MasterPort, DeterministicInRangeAndPerStep) {
+  PortRange r;
+  int a = master_port(1234, 0, r), b = master_port(1234, 1, r);
+  EXPECT_EQ(a, master_port(1234, 0, r));
+  EXPECT_NE(a, b);
+  for (std::uint32_t job = 0; job < 5000; ++job) {
+    int p = master_port(job, job % 7, r);
+    ASSERT_GE(p, 61000);
+    ASSERT_LE(p, 65535);
+  }
+  EXPECT_EQ(master_port(99, 3, {30000, 30000}), 30000);
+}
+
+TEST(DistEnv, TorchAndTorchrun) {
+  TaskIds t;
+  t.job_id = 7;
+  t.rank = 5;
+  t.world_size = 8;
+  t.local_rank = 1;
+  t.local_world_size = 4;
+  t.node_rank = 1;
+  t.num_nodes = 2;
+  t.master_addr = "gpu-001";
+  t.nproc_per_node = 4;
+  std::map<std::string, std::string> e;
+  for (auto& [k, v] : torch_env(t, {})) e[k] = v;
+  for (auto& [k, v] : torchrun_env(t, {})) e[k] = v;
+  EXPECT_EQ(e["RANK"], "5");
+  EXPECT_EQ(e["WORLD_SIZE"], "8");
+  EXPECT_EQ(e["LOCAL_RANK"], "1");
+  EXPECT_EQ(e["LOCAL_WORLD_SIZE"], "4");
+  EXPECT_EQ(e["MASTER_ADDR"], "gpu-001");
+  EXPECT_EQ(e["PET_NNODES"], "2");
+  EXPECT_EQ(e["PET_NODE_RANK"], "1");
+  EXPECT_EQ(e["PET_NPROC_PER_NODE"], "4");
+  EXPECT_EQ(e["PET_MASTER_PORT"], e["MASTER_PORT"]);
+  EXPECT_EQ(e.count("TORCHELASTIC_RUN_ID"), 0u);
+}
+
+namespace {
+struct MapEnv : EnvTarget {
+  std::map<std::string, std::string> vars;
+  std::optional<std::string> get(const std::string& n) override {
+    auto it = vars.find(n);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+  bool set(const std::string& n, const std::string& v) override {
+    vars[n] = v;
+    return true;
+  }
+};
+}  // namespace
+
+TEST(EnvWriter, NeverOverridesTheUser) {
+  MapEnv env;
+  env.vars["MASTER_PORT"] = "12345";
+  auto kept = apply_env(env, {{"MASTER_PORT", "61001"}, {"RANK", "0"}});
+  EXPECT_EQ(env.vars["MASTER_PORT"], "12345");
+  EXPECT_EQ(env.vars["RANK"], "0");
+  EXPECT_EQ(kept, std::vector<std::string>{"MASTER_PORT"});
+  EXPECT_EQ(env.vars[kInjectedVar], "RANK");
+}
+
+TEST(EnvWriter, ReplacesWhatAnOuterStepInjected) {
+  MapEnv env;
+  apply_env(env, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  env.vars["MASTER_PORT"] = "12345";  // the user's, set between the two steps
+  apply_env(env, {{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MASTER_PORT", "61001"}});
+  EXPECT_EQ(env.vars["RANK"], "2");
+  EXPECT_EQ(env.vars["WORLD_SIZE"], "4");
+  EXPECT_EQ(env.vars["MASTER_PORT"], "12345");
+  EXPECT_EQ(env.vars[kInjectedVar], "RANK,WORLD_SIZE");
+}
+
+TEST(EnvWriter, ControlBytesNeverReachTheTask) {
+  MapEnv env;
+  apply_env(env, {{"NCCL_SOCKET_IFNAME", "eth0\nLD_PRELOAD=/x"}});
+  EXPECT_EQ(env.vars.count("NCCL_SOCKET_IFNAME"), 0u);
+}
+
+TEST(PluginArgs, Strict) {
+  EXPECT_TRUE(parse_plugin_args({}));
+  auto a = parse_plugin_args({"config=/etc/gpudiag/site.yaml"});
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->config, "/etc/gpudiag/site.yaml");
+  EXPECT_NE(parse_plugin_args({"cfg=/x"}).error().find("unknown plugstack argument 'cfg'"), std::string::npos);
+  EXPECT_FALSE(parse_plugin_args({"config"}));
+  EXPECT_FALSE(parse_plugin_args({"config=relative.yaml"}));
+}
+
+TEST(NcclDefaults, AutoIbHcaIsExactActiveIbNonBond) {
+  IbInventory inv;
+  inv.class_present = true;
+  auto add = [&](const std::string& name, const char* state, const char* ll) {
+    IbHca h;
+    h.name = name;
+    IbPort p;
+    p.hca = name;
+    p.number = 1;
+    p.state = parse_port_state(state, "s");
+    p.phys_state = parse_port_state(std::string(state) == "4: ACTIVE" ? "5: LinkUp" : "2: Polling", "p");
+    p.link_layer = parse_link_layer(ll, "l");
+    h.ports.push_back(p);
+    inv.hcas.push_back(h);
+  };
+  add("mlx5_0", "4: ACTIVE", "InfiniBand");
+  add("mlx5_1", "1: DOWN", "InfiniBand");
+  add("mlx5_10", "4: ACTIVE", "InfiniBand");
+  add("mlx5_bond_0", "4: ACTIVE", "Ethernet");
+  add("mlx5_mgmt", "4: ACTIVE", "InfiniBand");
+  IbExpect expect;
+  expect.exclude = {"mlx5_mgmt"};
+  EXPECT_EQ(auto_ib_hca(inv, expect), "=mlx5_0,mlx5_10");
+  PluginSettings p;
+  p.nccl_env = {{"NCCL_SOCKET_IFNAME", "^docker,lo"}, {"NCCL_IB_HCA", "auto"}};
+  auto env = nccl_defaults(p, inv, expect);
+  ASSERT_EQ(env.size(), 2u);
+  EXPECT_EQ(env[1].second, "=mlx5_0,mlx5_10");
+  EXPECT_TRUE(nccl_defaults(p, IbInventory{}, expect).size() == 1);  // no HCA: NCCL_IB_HCA unset
+}
