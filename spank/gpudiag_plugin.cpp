@@ -54,6 +54,20 @@ State g;
 
 int diag_option_cb(int val, const char* optarg, int remote);
 
+// Every entry point from Slurm goes through here: no exception may cross into srun or
+// slurmstepd. `on_error` is what Slurm gets back if one is thrown.
+template <class F>
+int guarded(const char* where, int on_error, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    slurm_error("gpudiag: %s: %s", where, e.what());
+  } catch (...) {
+    slurm_error("gpudiag: %s: unexpected error", where);
+  }
+  return on_error;
+}
+
 // Every option in one table, registered in a loop (the model is pyxis).
 struct spank_option kOptions[] = {
     {const_cast<char*>("diag"), const_cast<char*>("[LIST]"),
@@ -64,7 +78,7 @@ struct spank_option kOptions[] = {
 
 // Callbacks can fire twice: parse from scratch each time so the result is the same.
 int diag_option_cb(int, const char* optarg, int) {
-  try {
+  return guarded("--diag", -1, [&] {
     g.diag_option = true;
     g.diag_arg = optarg ? optarg : "";
     auto parsed = gpudiag::parse_diag_list(g.diag_arg);
@@ -74,12 +88,7 @@ int diag_option_cb(int, const char* optarg, int) {
     }
     g.diag = *parsed;
     return 0;
-  } catch (const std::exception& e) {
-    slurm_error("gpudiag: --diag: %s", e.what());
-    return -1;
-  } catch (...) {
-    return -1;
-  }
+  });
 }
 
 class SpankEnv : public gpudiag::EnvTarget {
@@ -204,7 +213,7 @@ int task_init(spank_t sp) {
 extern "C" {
 
 int slurm_spank_init(spank_t sp, int ac, char** av) {
-  try {
+  return guarded("init", -1, [&] {
     const spank_context_t ctx = spank_context();
     auto cfg = load(ac, av);
     if (!cfg) {
@@ -223,16 +232,11 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
       }
     }
     return 0;
-  } catch (const std::exception& e) {
-    slurm_error("gpudiag: init: %s", e.what());
-    return -1;
-  } catch (...) {
-    return -1;
-  }
+  });
 }
 
 int slurm_spank_init_post_opt(spank_t sp, int, char**) {
-  try {
+  return guarded("options", -1, [&] {
     const spank_context_t ctx = spank_context();
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE) return 0;
     // GPUDIAG_DIAG first, then --diag on top, item by item.
@@ -263,35 +267,22 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
     }
     g.diag = base;
     return 0;
-  } catch (const std::exception& e) {
-    slurm_error("gpudiag: %s", e.what());
-    return -1;
-  } catch (...) {
-    return -1;
-  }
+  });
 }
 
 int slurm_spank_user_init(spank_t, int, char**) {
-  try {
+  // NCCL defaults are a convenience: never fail a job over them (on_error 0).
+  return guarded("user init", 0, [&] {
     if (spank_context() != S_CTX_REMOTE) return 0;
     // Once per step and node, before the tasks fork: they inherit the result.
     gpudiag::RootedFs fs("/");
     g.nccl_env = gpudiag::nccl_defaults(g.cfg.plugin, gpudiag::discover_ib(fs), g.cfg.ib);
     return 0;
-  } catch (...) {
-    return 0;  // NCCL defaults are a convenience: never fail a job over them
-  }
+  });
 }
 
 int slurm_spank_task_init(spank_t sp, int, char**) {
-  try {
-    return task_init(sp);
-  } catch (const std::exception& e) {
-    slurm_error("gpudiag: task init: %s", e.what());
-    return 0;
-  } catch (...) {
-    return 0;
-  }
+  return guarded("task init", 0, [&] { return task_init(sp); });
 }
 
 }  // extern "C"
