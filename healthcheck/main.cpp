@@ -119,7 +119,11 @@ int run(int argc, char** argv) {
   gpudiag::Config cfg;
   if (!config_path.empty()) {
     auto loaded = gpudiag::load_config_file(config_path);
-    if (!loaded) return usage_error(loaded.error());
+    if (!loaded) {
+      bool missing = ::access(config_path.c_str(), R_OK) != 0;
+      return usage_error(loaded.error() +
+                         (missing ? " (check --config, or start from the example etc/gpudiag.yaml)" : ""));
+    }
     cfg = *loaded;
   } else {
     struct stat st;

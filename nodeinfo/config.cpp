@@ -223,8 +223,7 @@ Result<Config> load_config_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !in)
     return Result<Config>::failure("gpudiag: cannot read config " + path +
-                                   ": missing, unreadable or not a regular file (pass --config FILE, or create it from "
-                                   "etc/gpudiag.yaml)");
+                                   ": missing, unreadable or not a regular file");
   // A config is a few KiB; refuse something that is obviously not one.
   constexpr std::size_t kMaxConfig = 1 << 20;
   std::string buf(kMaxConfig + 1, '\0');

@@ -76,7 +76,8 @@ const std::vector<std::string>& known_checks();
 
 // Parses YAML text; `source` names it in error messages.
 Result<Config> parse_config(std::string_view yaml_text, const std::string& source);
-// Reads and parses a file. Errors start with "gpudiag: " and name file:line.
+// Reads and parses a file. Errors start with "gpudiag: " and name file:line; the
+// caller adds how to point at another file, which differs between its tools.
 Result<Config> load_config_file(const std::string& path);
 
 }  // namespace gpudiag

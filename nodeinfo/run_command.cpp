@@ -95,7 +95,7 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
 
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   int status = 0;
-  bool reaped = false;
+  bool reaped = false;  // exited (still a zombie until the final waitpid)
   while (true) {
     pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -105,7 +105,11 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
     ::poll(fds, 2, static_cast<int>(std::min<long long>(left, 50)));
     if (out[0] >= 0 && !drain_into(out[0], r.out, max_output)) close_fd(out[0]);
     if (err[0] >= 0 && !drain_into(err[0], r.err, max_output)) close_fd(err[0]);
-    if (!reaped && ::waitpid(pid, &status, WNOHANG) == pid) reaped = true;
+    // WNOWAIT: notice the exit but leave the zombie, so its pid (our group id) cannot
+    // be reused before the group kill below.
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid)
+      reaped = true;
     if (reaped) {
       // Exited: what it wrote is in the pipes already; take it and stop.
       if (out[0] >= 0) drain_into(out[0], r.out, max_output);
@@ -113,12 +117,11 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
       break;
     }
   }
-  // Whatever is left of the group goes; only our own group, never anything else.
+  // Whatever is left of the group goes. The child is not reaped yet, so the group id
+  // is still ours and cannot name anything else.
   ::kill(-pid, SIGKILL);
-  if (!reaped) {
-    r.timed_out = true;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+  r.timed_out = !reaped;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   close_fd(out[0]);
   close_fd(err[0]);

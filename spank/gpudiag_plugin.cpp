@@ -143,7 +143,10 @@ gpudiag::Result<Config> load(int ac, char** av) {
   std::string path = parsed->config_given ? parsed->config : gpudiag::kDefaultConfigPath;
   struct stat st;
   if (!parsed->config_given && ::stat(path.c_str(), &st) != 0) return Config{};
-  return gpudiag::load_config_file(path);
+  auto cfg = gpudiag::load_config_file(path);
+  if (!cfg && ::access(path.c_str(), R_OK) != 0)
+    return gpudiag::Result<Config>::failure(cfg.error() + " (fix config= on the gpudiag.so line in plugstack.conf)");
+  return cfg;
 }
 
 int task_init(spank_t sp) {

@@ -168,6 +168,7 @@ TEST(HealthCli, BadUsageIsUnknownWithAClearMessage) {
   r = run_process({kBin, "--config", "/nonexistent/gpudiag.yaml"});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_NE(r.err.find("/nonexistent/gpudiag.yaml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("check --config"), std::string::npos) << r.err;
   r = health("healthy", {"--quick", "--checks", "ib"});
   EXPECT_EQ(r.exit_code, 3);
   r = health("healthy", {"--no-such-flag"});

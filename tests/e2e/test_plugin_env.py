@@ -132,6 +132,17 @@ class PluginEnv(unittest.TestCase):
         self.assertTrue(all(p.poll() is None for _, p in self.cluster.procs), "a daemon died")
         self.assertEqual(len(self.envs("-n1")), 1)
 
+    def test_missing_config_names_plugstack_as_the_fix(self):
+        moved = self.config + ".away"
+        os.rename(self.config, moved)
+        try:
+            r = self.cluster.run(["srun", "-n1", "true"], check=False, cwd=self.tmp, timeout=60)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(self.config, r.stderr)
+            self.assertIn("plugstack.conf", r.stderr)
+        finally:
+            os.rename(moved, self.config)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

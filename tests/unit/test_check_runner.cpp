@@ -15,15 +15,25 @@ CheckResult ok_check(const CheckContext&) {
   return r;
 }
 
+// Static: after a timeout the abandoned worker thread still holds the context.
+const CheckContext& ctx() {
+  static const RootedFs fs("/nonexistent");
+  static const Config cfg;
+  static const CheckContext c{fs, cfg, false};
+  return c;
+}
+
+RunOptions checks(std::vector<std::string> names, double timeout_s = 50) {
+  RunOptions o;
+  o.checks = std::move(names);
+  o.timeout_s = timeout_s;
+  return o;
+}
+
 }  // namespace
 
 TEST(Runner, RunsInOrderAndTimesEachCheck) {
-  static const RootedFs fs("/nonexistent");
-  static const Config cfg;
-  CheckContext ctx{fs, cfg, false};
-  RunOptions o;
-  o.checks = {"a", "b"};
-  auto out = run_checks(ctx, o, "n", {{"a", ok_check}, {"b", ok_check}});
+  auto out = run_checks(ctx(), checks({"a", "b"}), "n", {{"a", ok_check}, {"b", ok_check}});
   EXPECT_FALSE(out.abandoned_thread);
   ASSERT_EQ(out.report.checks.size(), 2u);
   EXPECT_EQ(out.report.checks[0].name, "a");
@@ -31,12 +41,6 @@ TEST(Runner, RunsInOrderAndTimesEachCheck) {
 }
 
 TEST(Runner, HungCheckIsCriticalAndLaterChecksUnknown) {
-  static const RootedFs fs("/nonexistent");
-  static const Config cfg;
-  static const CheckContext ctx{fs, cfg, false};
-  RunOptions o;
-  o.checks = {"a", "hang", "b"};
-  o.timeout_s = 0.3;
   CheckTable table = {{"a", ok_check},
                       {"hang",
                        [](const CheckContext&) {
@@ -45,7 +49,7 @@ TEST(Runner, HungCheckIsCriticalAndLaterChecksUnknown) {
                        }},
                       {"b", ok_check}};
   auto t0 = std::chrono::steady_clock::now();
-  auto out = run_checks(ctx, o, "n", table);
+  auto out = run_checks(ctx(), checks({"a", "hang", "b"}, 0.3), "n", table);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   EXPECT_TRUE(out.abandoned_thread);
   ASSERT_EQ(out.report.checks.size(), 3u);
@@ -56,22 +60,12 @@ TEST(Runner, HungCheckIsCriticalAndLaterChecksUnknown) {
 }
 
 TEST(Runner, ExceptionInCheckIsUnknownNotACrash) {
-  static const RootedFs fs("/nonexistent");
-  static const Config cfg;
-  CheckContext ctx{fs, cfg, false};
-  RunOptions o;
-  o.checks = {"boom"};
-  auto out = run_checks(ctx, o, "n", {{"boom", [](const CheckContext&) -> CheckResult {
+  auto out = run_checks(ctx(), checks({"boom"}), "n", {{"boom", [](const CheckContext&) -> CheckResult {
                                          throw std::runtime_error("kaboom");
                                        }}});
   EXPECT_EQ(out.report.status, Status::unknown);
 }
 
 TEST(Runner, UnbuiltCheckIsUnknown) {
-  static const RootedFs fs("/nonexistent");
-  static const Config cfg;
-  CheckContext ctx{fs, cfg, false};
-  RunOptions o;
-  o.checks = {"nccl"};
-  EXPECT_EQ(run_checks(ctx, o, "n").report.status, Status::unknown);
+  EXPECT_EQ(run_checks(ctx(), checks({"nccl"}), "n").report.status, Status::unknown);
 }
