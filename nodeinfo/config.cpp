@@ -137,7 +137,8 @@ void read_ib(const Reader& r, const YAML::Node& n, IbExpect& ib) {
 
 void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
   r.require_map(n, "plugin");
-  r.only_keys(n, "plugin.", {"torch_env", "torchrun_env", "master_port_range", "nproc_per_node", "nccl_env"});
+  r.only_keys(n, "plugin.", {"torch_env", "torchrun_env", "master_port_range", "nproc_per_node", "nccl_env",
+                                  "prefix", "prefix_format"});
   if (n["torch_env"]) p.torch_env = r.boolean(n["torch_env"], "plugin.torch_env");
   if (n["torchrun_env"]) p.torchrun_env = r.boolean(n["torchrun_env"], "plugin.torchrun_env");
   if (auto range = n["master_port_range"]) {
@@ -148,6 +149,14 @@ void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
     if (p.master_port_first > p.master_port_last) r.fail(range, "'plugin.master_port_range' is empty: first > last");
   }
   if (n["nproc_per_node"]) p.nproc_per_node = r.numeric(n["nproc_per_node"], "plugin.nproc_per_node", 0, 1024);
+  if (n["prefix"]) p.prefix = r.one_of(n["prefix"], "plugin.prefix", {"auto", "always", "never"});
+  if (auto f = n["prefix_format"]) {
+    std::string format = r.scalar(f, "plugin.prefix_format");
+    if (format.size() > 128) r.fail(f, "'plugin.prefix_format' is longer than 128 characters");
+    for (unsigned char c : format)
+      if (c < 0x20 || c == 0x7f) r.fail(f, "'plugin.prefix_format' holds control characters");
+    p.prefix_format = format;
+  }
   if (auto env = n["nccl_env"]) {
     r.require_map(env, "plugin.nccl_env");
     for (const auto& kv : env) {

@@ -59,6 +59,11 @@ struct PluginSettings {
   // Site NCCL defaults, in file order. NCCL_IB_HCA: auto means this node's active IB
   // HCAs (bonds and excluded ones left out) as an exact list.
   std::vector<std::pair<std::string, std::string>> nccl_env;
+  // The [host:rank] output prefix: "auto" (steps with more than one task), "always"
+  // or "never". --diag=prefix / --diag=noprefix override it per step.
+  std::string prefix = "auto";
+  // {host} (short node name), {rank} and {local_rank}; the relay adds one separator.
+  std::string prefix_format = "[{host}:{rank}]";
 };
 
 struct Config {

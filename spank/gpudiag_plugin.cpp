@@ -22,6 +22,7 @@ extern "C" {
 #include "spank/dist_env.h"
 #include "spank/env_writer.h"
 #include "spank/nccl_defaults.h"
+#include "spank/output_relay.h"
 #include "spank/plugin_args.h"
 
 // SPANK_PLUGIN() gives these internal linkage in C++: declare them by hand.
@@ -149,6 +150,42 @@ gpudiag::Result<Config> load(int ac, char** av) {
   return cfg;
 }
 
+// --diag=prefix/noprefix wins, then the site's plugin.prefix.
+bool prefix_wanted(int world_size) {
+  if (g.diag.prefix) return *g.diag.prefix;
+  if (g.cfg.plugin.prefix == "always") return true;
+  if (g.cfg.plugin.prefix == "never") return false;
+  return world_size > 1;
+}
+
+// Only output that slurmstepd forwards to srun (a pipe or socket) gets a prefix: a
+// regular file is a per-task output file (-o out.%t), a terminal is --pty.
+bool forwarded_to_srun(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return false;
+  return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
+}
+
+void start_output_relay(gpudiag::EnvTarget& env, const gpudiag::TaskIds& t) {
+  if (!prefix_wanted(t.world_size)) return;
+  if (env.get("SLURM_LABELIO").value_or("") == "1") return;  // srun --label already tags lines
+  gpudiag::RelayPlan plan;
+  plan.out = forwarded_to_srun(STDOUT_FILENO);
+  plan.err = forwarded_to_srun(STDERR_FILENO);
+  if (!plan.out && !plan.err) return;
+  std::string host = env.get("SLURMD_NODENAME").value_or("");
+  if (host.empty()) {
+    char buf[256] = {};
+    ::gethostname(buf, sizeof buf - 1);
+    host = buf;
+  }
+  host = host.substr(0, host.find('.'));
+  plan.tag = gpudiag::expand_prefix_format(g.cfg.plugin.prefix_format, host, t.rank, t.local_rank);
+  // Returns here in the program's process; the relay never comes back.
+  if (auto err = gpudiag::start_relay(plan))
+    slurm_error("gpudiag: task %d runs without the [host:rank] prefix: %s", t.rank, err->c_str());
+}
+
 int task_init(spank_t sp) {
   std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
   int local_id = 0;
@@ -208,6 +245,7 @@ int task_init(spank_t sp) {
     wanted.emplace_back("GPUDIAG_DIAG_DIR", dir);
   }
   gpudiag::apply_env(env, wanted);
+  start_output_relay(env, t);
   return 0;
 }
 

@@ -104,13 +104,13 @@ class SlurmCluster:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- helpers for tests -----------------------------------------------------------
-    def run(self, argv, check=True, timeout=120, env=None, **kw):
+    def run(self, argv, check=True, timeout=120, env=None, text=True, **kw):
         """Runs a command against this cluster (no shell) and returns CompletedProcess."""
         e = dict(self.env)
         e.update(env or {})
-        r = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=timeout, **kw)
+        r = subprocess.run(argv, env=e, capture_output=True, text=text, timeout=timeout, **kw)
         if check and r.returncode != 0:
-            raise AssertionError(f"{argv} exited {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}\n"
+            raise AssertionError(f"{argv} exited {r.returncode}\nstdout: {r.stdout[-2000:]!r}\nstderr: {r.stderr[-2000:]!r}\n"
                                  f"{self.logs()}")
         return r
 

@@ -1,0 +1,267 @@
+#include "spank/output_relay.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace gpudiag {
+namespace {
+
+constexpr std::array<int, 6> kForwarded = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+// After the program exits, a grandchild that kept the pipes open must not keep the
+// task alive: stop once the pipes stay empty this long, or at the latest after kDrainMax.
+constexpr int kQuietMs = 200;
+constexpr double kDrainMax = 5.0;
+constexpr std::size_t kReadSize = 64 * 1024;
+
+volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_stepd = 0;
+int g_wake_fd = -1;
+
+void on_forwarded(int sig, siginfo_t* si, void*) {
+  const int saved = errno;
+  const bool sent = si->si_code == SI_USER || si->si_code == SI_QUEUE || si->si_code == SI_TKILL;
+  if (g_child > 0 && sent && si->si_pid != g_stepd && si->si_pid != g_child) ::kill(g_child, sig);
+  errno = saved;
+}
+
+void on_child(int) {
+  const int saved = errno;
+  const char b = 0;
+  [[maybe_unused]] ssize_t n = ::write(g_wake_fd, &b, 1);
+  errno = saved;
+}
+
+double now_s() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void write_all(int fd, const std::string& data, bool& dead) {
+  std::size_t off = 0;
+  while (!dead && off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n > 0) {
+      off += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      // srun went away: keep draining (so the program never blocks), drop the bytes.
+      dead = true;
+    }
+  }
+}
+
+struct Stream {
+  int in = -1;    // read end of the program's pipe
+  int out = -1;   // where the relay writes: its own fd 1 or 2
+  LinePrefixer lines;
+  bool dead = false;
+  Stream(int in_fd, int out_fd, const RelayPlan& plan) : in(in_fd), out(out_fd), lines(plan.tag, plan.max_line) {}
+};
+
+// The relay is a copy of slurmstepd's task process and never execs: close what it
+// inherited, so it holds no other task's pipe open.
+void close_inherited(const std::vector<int>& keep) {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return;
+  std::vector<int> doomed;
+  const int dir_fd = ::dirfd(d);
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || end == e->d_name || fd < 3 || fd == dir_fd) continue;
+    bool kept = false;
+    for (int k : keep) kept |= k == fd;
+    if (!kept) doomed.push_back(static_cast<int>(fd));
+  }
+  ::closedir(d);
+  for (int fd : doomed) ::close(fd);
+}
+
+[[noreturn]] void mirror_exit(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    // Die by the same signal, but leave no core of the relay behind.
+    rlimit none{0, 0};
+    ::setrlimit(RLIMIT_CORE, &none);
+    ::signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    ::kill(::getpid(), sig);
+    ::_exit(128 + sig);
+  }
+  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
+[[noreturn]] void relay(pid_t child, std::vector<Stream>& streams, int wake_r) {
+  std::vector<char> buf(kReadSize);
+  std::string out;
+  bool reaped = false;
+  int status = 0;
+  double reaped_at = 0;
+
+  auto close_stream = [&](Stream& s) {
+    out.clear();
+    s.lines.finish(out);
+    write_all(s.out, out, s.dead);
+    ::close(s.in);
+    s.in = -1;
+  };
+  auto try_reap = [&] {
+    if (reaped) return;
+    pid_t r = ::waitpid(child, &status, WNOHANG);
+    if (r == child) {
+      reaped = true;
+      reaped_at = now_s();
+    }
+  };
+
+  for (;;) {
+    std::vector<pollfd> fds;
+    for (auto& s : streams)
+      if (s.in >= 0) fds.push_back({s.in, POLLIN, 0});
+    if (fds.empty()) break;
+    if (reaped && now_s() - reaped_at > kDrainMax) break;
+    fds.push_back({wake_r, POLLIN, 0});
+    int n = ::poll(fds.data(), fds.size(), reaped ? kQuietMs : -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;  // cannot happen with valid fds; fall through to reaping
+    }
+    if (n == 0) break;  // the program is gone and the pipes stayed empty
+    if (fds.back().revents) {
+      char drain[64];
+      while (::read(wake_r, drain, sizeof drain) > 0) {
+      }
+      try_reap();
+    }
+    for (auto& s : streams) {
+      if (s.in < 0) continue;
+      // Read what is there now; EAGAIN ends the round.
+      for (;;) {
+        ssize_t r = ::read(s.in, buf.data(), buf.size());
+        if (r > 0) {
+          out.clear();
+          s.lines.feed(std::string_view(buf.data(), static_cast<std::size_t>(r)), out);
+          write_all(s.out, out, s.dead);
+          if (static_cast<std::size_t>(r) < buf.size()) break;
+          continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EAGAIN) break;
+        close_stream(s);  // EOF or a read error
+        break;
+      }
+    }
+  }
+  for (auto& s : streams)
+    if (s.in >= 0) close_stream(s);
+  while (!reaped) {
+    pid_t r = ::waitpid(child, &status, 0);
+    if (r == child) reaped = true;
+    else if (r < 0 && errno != EINTR) mirror_exit(1 << 8);  // lost the child: exit 1
+  }
+  mirror_exit(status);
+}
+
+}  // namespace
+
+std::optional<std::string> start_relay(const RelayPlan& plan) {
+  if (!plan.out && !plan.err) return std::string("nothing to relay");
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, wake[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], wake[0], wake[1]})
+      if (fd >= 0) ::close(fd);
+  };
+  if ((plan.out && ::pipe2(out_pipe, O_CLOEXEC) != 0) || (plan.err && ::pipe2(err_pipe, O_CLOEXEC) != 0) ||
+      ::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    std::string why = std::strerror(errno);
+    close_all();
+    return "cannot create pipes: " + why;
+  }
+
+  // Signals stay blocked across fork, so neither side sees one before it is ready.
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int s : kForwarded) sigaddset(&block, s);
+  sigaddset(&block, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &block, &old);
+  const pid_t relay_pid = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::string why = std::strerror(errno);
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    close_all();
+    return "cannot fork: " + why;
+  }
+
+  if (pid == 0) {
+    // The program: if the relay dies (OOM killer), so does it, at once.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != relay_pid) ::_exit(1);
+    if (plan.out) ::dup2(out_pipe[1], STDOUT_FILENO);
+    if (plan.err) ::dup2(err_pipe[1], STDERR_FILENO);
+    close_all();
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    return std::nullopt;
+  }
+
+  // The relay. From here on it never returns to Slurm.
+  g_child = pid;
+  g_stepd = ::getppid();
+  g_wake_fd = wake[1];
+  struct sigaction sa {};
+  sa.sa_sigaction = on_forwarded;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int s : kForwarded) ::sigaction(s, &sa, nullptr);
+  struct sigaction sc {};
+  sc.sa_handler = on_child;
+  sc.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigemptyset(&sc.sa_mask);
+  ::sigaction(SIGCHLD, &sc, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  std::vector<Stream> streams;
+  std::vector<int> keep = {wake[0], wake[1]};
+  if (plan.out) {
+    ::close(out_pipe[1]);
+    ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+    streams.emplace_back(out_pipe[0], STDOUT_FILENO, plan);
+    keep.push_back(out_pipe[0]);
+  }
+  if (plan.err) {
+    ::close(err_pipe[1]);
+    ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+    streams.emplace_back(err_pipe[0], STDERR_FILENO, plan);
+    keep.push_back(err_pipe[0]);
+  }
+  close_inherited(keep);
+  // stdin belongs to the program alone.
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd >= 0) {
+    ::dup2(null_fd, STDIN_FILENO);
+    ::close(null_fd);
+  }
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  ::sigprocmask(SIG_UNBLOCK, &block, nullptr);
+  relay(pid, streams, wake[0]);
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,36 @@
+#pragma once
+// The output relay (DESIGN §3): the task process splits in two. The child goes back to
+// Slurm, which execs the user program in it; the parent becomes the relay. It must be
+// the task process itself, because slurmstepd waits only for the processes it forked
+// and then kills the whole step: a relay that were a sibling or child of the user
+// program would lose the tail of the output.
+//
+// The relay reads the child's stdout and stderr on separate pipes, tags each line
+// (LinePrefixer), writes stdout to stdout and stderr to stderr, drains both to EOF,
+// reaps the child and exits as it did: the same code, or death by the same signal.
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "spank/line_prefixer.h"
+
+namespace gpudiag {
+
+struct RelayPlan {
+  std::string tag;       // e.g. "[node7:3]"
+  bool out = false;      // relay stdout (fd 1)
+  bool err = false;      // relay stderr (fd 2)
+  std::size_t max_line = kSlurmIoMessage;
+};
+
+// Returns in the child, with fds 1/2 now leading to the relay; the caller goes on to
+// exec the user program. The parent never returns. On failure (pipes, fork) nothing
+// has changed and the result is a message: run the task without a relay.
+//
+// Signals: the relay forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2
+// that someone sent to it alone. Those from slurmstepd (scancel, srun's Ctrl-C, time
+// limits) and from the kernel (a terminal) already reach every process of the step,
+// so forwarding them would deliver them twice.
+std::optional<std::string> start_relay(const RelayPlan& plan);
+
+}  // namespace gpudiag

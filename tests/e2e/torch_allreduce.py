@@ -1,0 +1,18 @@
+"""A gloo all_reduce with nothing from the user: env:// finds MASTER_ADDR, MASTER_PORT,
+RANK and WORLD_SIZE in the environment (set by gpudiag.so, or by torchrun from the
+PET_* that gpudiag.so set). Each rank adds rank+1; the sum is n(n+1)/2."""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo", init_method="env://")
+rank, world = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+want = world * (world + 1) / 2
+print(f"allreduce rank={rank} world={world} local_rank={os.environ.get('LOCAL_RANK')} "
+      f"sum={t.item():g} want={want:g}", flush=True)
+dist.destroy_process_group()
+sys.exit(0 if t.item() == want else 1)

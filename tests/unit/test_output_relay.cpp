@@ -1,0 +1,146 @@
+// The output relay, for real: a forked process runs start_relay and execs a shell
+// command in the child, as slurmstepd would exec the user program.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "spank/output_relay.h"
+
+using namespace gpudiag;
+
+namespace {
+
+struct Relayed {
+  std::string out, err;
+  int status = 0;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs `script` under a relay whose own stdout/stderr are files; `before_exec` runs in
+// the program's process, `with_relay` in the test's once the relay is up.
+Relayed run_relayed(const std::string& script, RelayPlan plan, void (*with_relay)(pid_t) = nullptr) {
+  char out_path[] = "/tmp/gpudiag-relay-out-XXXXXX";
+  char err_path[] = "/tmp/gpudiag-relay-err-XXXXXX";
+  int out_fd = ::mkstemp(out_path);
+  int err_fd = ::mkstemp(err_path);
+  int ready[2];
+  EXPECT_EQ(::pipe(ready), 0);
+  pid_t task = ::fork();
+  if (task == 0) {
+    ::dup2(out_fd, 1);
+    ::dup2(err_fd, 2);
+    ::close(ready[0]);
+    if (auto e = start_relay(plan)) {
+      ::dprintf(2, "start_relay: %s\n", e->c_str());
+      ::_exit(99);
+    }
+    ::close(ready[1]);  // tells the test that the relay is running
+    ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  char b;
+  while (::read(ready[0], &b, 1) > 0) {
+  }
+  ::close(ready[0]);
+  if (with_relay) with_relay(task);
+  Relayed r;
+  ::waitpid(task, &r.status, 0);
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  ::close(out_fd);
+  ::close(err_fd);
+  ::unlink(out_path);
+  ::unlink(err_path);
+  return r;
+}
+
+RelayPlan both(const std::string& tag = "[h:0]") {
+  RelayPlan p;
+  p.tag = tag;
+  p.out = p.err = true;
+  return p;
+}
+
+}  // namespace
+
+TEST(OutputRelay, TagsStdoutAndStderrSeparately) {
+  auto r = run_relayed("echo out1; echo err1 >&2; printf 'out2'; printf 'err2' >&2", both());
+  EXPECT_EQ(r.out, "[h:0] out1\n[h:0]+out2\n");
+  EXPECT_EQ(r.err, "[h:0] err1\n[h:0]+err2\n");
+  ASSERT_TRUE(WIFEXITED(r.status));
+  EXPECT_EQ(WEXITSTATUS(r.status), 0);
+}
+
+TEST(OutputRelay, OnlyTheChosenStream) {
+  RelayPlan p = both();
+  p.err = false;
+  auto r = run_relayed("echo o; echo e >&2", p);
+  EXPECT_EQ(r.out, "[h:0] o\n");
+  EXPECT_EQ(r.err, "e\n");
+}
+
+TEST(OutputRelay, MirrorsTheExitCode) {
+  auto r = run_relayed("echo bye; exit 3", both());
+  ASSERT_TRUE(WIFEXITED(r.status));
+  EXPECT_EQ(WEXITSTATUS(r.status), 3);
+  EXPECT_EQ(r.out, "[h:0] bye\n");
+}
+
+TEST(OutputRelay, MirrorsDeathBySignal) {
+  for (int sig : {SIGKILL, SIGSEGV, SIGTERM}) {
+    auto r = run_relayed("echo before; kill -" + std::to_string(sig) + " $$", both());
+    ASSERT_TRUE(WIFSIGNALED(r.status)) << sig;
+    EXPECT_EQ(WTERMSIG(r.status), sig);
+    EXPECT_FALSE(WCOREDUMP(r.status)) << "the relay leaves no core";
+    EXPECT_EQ(r.out, "[h:0] before\n");
+  }
+}
+
+TEST(OutputRelay, ForwardsASignalSentToItAlone) {
+  // The program waits for SIGUSR1; the test sends it to the relay (the task pid).
+  auto r = run_relayed("trap 'echo got-usr1; exit 7' USR1; echo waiting; while :; do sleep 0.05; done", both(),
+                       [](pid_t relay) {
+                         ::usleep(300 * 1000);
+                         // Not from the relay's parent: that stands for slurmstepd,
+                         // whose signals reach the program directly.
+                         pid_t sender = ::fork();
+                         if (sender == 0) ::_exit(::kill(relay, SIGUSR1) == 0 ? 0 : 1);
+                         ::waitpid(sender, nullptr, 0);
+                       });
+  ASSERT_TRUE(WIFEXITED(r.status));
+  EXPECT_EQ(WEXITSTATUS(r.status), 7);
+  EXPECT_EQ(r.out, "[h:0] waiting\n[h:0] got-usr1\n");
+}
+
+TEST(OutputRelay, LosesNoByteUnderLoad) {
+  // 200,000 lines on each stream at once, and a 1 MiB line with no final newline.
+  auto r = run_relayed(
+      "seq 1 200000 & seq 1 200000 >&2 & wait; head -c 1048576 /dev/zero | tr '\\0' x", both("[h:5]"));
+  std::string expected;
+  for (int i = 1; i <= 200000; ++i) expected += std::to_string(i) + "\n";
+  EXPECT_EQ(strip_prefixes(r.err, "[h:5]"), expected);
+  EXPECT_EQ(strip_prefixes(r.out, "[h:5]"), expected + std::string(1048576, 'x'));
+}
+
+TEST(OutputRelay, DoesNotWaitForeverForAGrandchildHoldingThePipe) {
+  // The program exits while a background child keeps stdout open for 20 s.
+  auto start = ::time(nullptr);
+  auto r = run_relayed("sleep 20 & echo done", both());
+  EXPECT_LT(::time(nullptr) - start, 15);
+  EXPECT_EQ(r.out, "[h:0] done\n");
+  EXPECT_TRUE(WIFEXITED(r.status));
+}
