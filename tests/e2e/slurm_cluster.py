@@ -61,6 +61,8 @@ class SlurmCluster:
 
     def start(self):
         self.dir = tempfile.mkdtemp(prefix="gpudiag-slurm-")
+        # srun --uid=USER talks to munged as that user once it has the allocation.
+        os.chmod(self.dir, 0o755)
         for sub in ("state", "spool", "log", "run"):
             os.makedirs(os.path.join(self.dir, sub))
         self._start_munge()
@@ -104,10 +106,13 @@ class SlurmCluster:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- helpers for tests -----------------------------------------------------------
-    def run(self, argv, check=True, timeout=120, env=None, text=True, **kw):
-        """Runs a command against this cluster (no shell) and returns CompletedProcess."""
+    def run(self, argv, check=True, timeout=120, env=None, text=True, unset=(), **kw):
+        """Runs a command against this cluster (no shell) and returns CompletedProcess.
+        `env` adds variables, `unset` removes them."""
         e = dict(self.env)
         e.update(env or {})
+        for name in unset:
+            e.pop(name, None)
         r = subprocess.run(argv, env=e, capture_output=True, text=text, timeout=timeout, **kw)
         if check and r.returncode != 0:
             raise AssertionError(f"{argv} exited {r.returncode}\nstdout: {r.stdout[-2000:]!r}\nstderr: {r.stderr[-2000:]!r}\n"

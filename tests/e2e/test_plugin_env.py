@@ -2,18 +2,13 @@
 nested steps, --diag validation and a broken config."""
 import json
 import os
-import shutil
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from slurm_cluster import SlurmCluster  # noqa: E402
+from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
+from tagged import untag  # noqa: E402
 
-BUILD = os.path.abspath(os.environ.get("GPUDIAG_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build")))
-SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PLUGIN = os.path.join(BUILD, "spank", "gpudiag.so")
-PYTHON = "/usr/bin/python3"
 DUMP_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k in "
             "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', "
             "'PET_NNODES', 'PET_NODE_RANK', 'PET_NPROC_PER_NODE', 'PET_MASTER_ADDR', 'PET_MASTER_PORT', "
@@ -21,28 +16,15 @@ DUMP_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.item
             "'TORCH_DISTRIBUTED_DEBUG', 'GPUDIAG_INJECTED', 'TORCHELASTIC_RUN_ID', 'SLURM_PROCID')}))")
 
 
-class PluginEnv(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="gpudiag-plugin-")
-        os.chmod(cls.tmp, 0o755)
-        cls.config = os.path.join(cls.tmp, "gpudiag.yaml")
-        shutil.copy(os.path.join(SOURCE, "etc", "gpudiag.yaml"), cls.config)
-        plugstack = os.path.join(cls.tmp, "plugstack.conf")
-        with open(plugstack, "w") as f:
-            f.write(f"required {PLUGIN} config={cls.config}\n")
-        cls.cluster = SlurmCluster(extra_conf=[f"PlugStackConfig={plugstack}"])
-        cls.cluster.__enter__()
+def json_rows(text):
+    # Steps with more than one task have [host:rank] on every line.
+    return [json.loads(untag(line)) for line in text.splitlines() if untag(line).startswith("{")]
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.cluster.__exit__(None, None, None)
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
+class PluginEnv(PluginClusterTest):
     def envs(self, *srun_args, env=None):
         r = self.cluster.run(["srun", *srun_args, PYTHON, "-c", DUMP_ENV], env=env, cwd=self.tmp, timeout=60)
-        rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-        return sorted(rows, key=lambda e: int(e["SLURM_PROCID"]))
+        return sorted(json_rows(r.stdout), key=lambda e: int(e["SLURM_PROCID"]))
 
     def test_distributed_env_in_every_task(self):
         rows = self.envs("-n4")
@@ -81,8 +63,7 @@ class PluginEnv(unittest.TestCase):
         # srun's tasks must get their own values, not inherit those as "user" values.
         r = self.cluster.run(["srun", "-n1", "-c3", "srun", "--overlap", "-n3", "-c1", PYTHON, "-c", DUMP_ENV],
                              cwd=self.tmp, timeout=60)
-        rows = sorted((json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")),
-                      key=lambda e: int(e["SLURM_PROCID"]))
+        rows = sorted(json_rows(r.stdout), key=lambda e: int(e["SLURM_PROCID"]))
         self.assertEqual([e["RANK"] for e in rows], ["0", "1", "2"])
         self.assertTrue(all(e["WORLD_SIZE"] == "3" for e in rows))
 
@@ -95,7 +76,7 @@ class PluginEnv(unittest.TestCase):
         with open(out) as f:
             text = f.read()
         self.assertIn("batch RANK=unset", text)
-        rows = sorted((json.loads(l) for l in text.splitlines() if l.startswith("{")), key=lambda e: int(e["RANK"]))
+        rows = sorted(json_rows(text), key=lambda e: int(e["RANK"]))
         self.assertEqual([e["RANK"] for e in rows], ["0", "1", "2", "3"])
 
     def test_diag_sets_nccl_logging_and_creates_the_dir(self):

@@ -65,3 +65,16 @@ TEST(Config, MissingFileSaysHowToFix) {
   EXPECT_NE(cfg.error().find("/nonexistent/gpudiag.yaml"), std::string::npos);
   EXPECT_FALSE(load_config_file("/"));  // a directory is not a config
 }
+
+TEST(Config, OutputPrefixSettings) {
+  auto cfg = parse_config("plugin:\n  prefix: always\n  prefix_format: '<{host}/{rank}>'\n", "c");
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_EQ(cfg->plugin.prefix, "always");
+  EXPECT_EQ(cfg->plugin.prefix_format, "<{host}/{rank}>");
+  EXPECT_EQ(parse_config("", "c")->plugin.prefix, "auto");
+  auto bad = parse_config("plugin:\n  prefix: sometimes\n", "c");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("plugin.prefix"), std::string::npos) << bad.error();
+  EXPECT_FALSE(parse_config("plugin:\n  prefix_format: \"a\\tb\"\n", "c"));            // control character
+  EXPECT_FALSE(parse_config("plugin:\n  prefix_format: " + std::string(200, 'x') + "\n", "c"));  // too long
+}

@@ -1,0 +1,38 @@
+"""A test case base class: one throwaway Slurm per test class, with gpudiag.so from
+the build tree in its plugstack and a copy of etc/gpudiag.yaml that tests may edit."""
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from slurm_cluster import SlurmCluster  # noqa: E402
+
+BUILD = os.path.abspath(os.environ.get("GPUDIAG_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build")))
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PLUGIN = os.path.join(BUILD, "spank", "gpudiag.so")
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
+
+
+class PluginClusterTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="gpudiag-plugin-")
+        # Tasks may run as other users (--uid): they must be able to enter it.
+        os.chmod(cls.tmp, 0o755)
+        cls.config = os.path.join(cls.tmp, "gpudiag.yaml")
+        shutil.copy(os.path.join(SOURCE, "etc", "gpudiag.yaml"), cls.config)
+        plugstack = os.path.join(cls.tmp, "plugstack.conf")
+        with open(plugstack, "w") as f:
+            f.write(f"required {PLUGIN} config={cls.config}\n")
+        cls.cluster = SlurmCluster(extra_conf=[f"PlugStackConfig={plugstack}"])
+        cls.cluster.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.__exit__(None, None, None)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def srun(self, *args, check=True, timeout=120, env=None, cwd=None, text=True):
+        return self.cluster.run(["srun", *args], check=check, timeout=timeout, env=env, cwd=cwd or self.tmp, text=text)

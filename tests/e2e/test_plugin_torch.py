@@ -1,0 +1,52 @@
+"""Real torch.distributed (Debian's python3-torch, gloo) launched through gpudiag.so
+with no MASTER_ADDR, MASTER_PORT or RANK from the user: one task per rank, and one
+torchrun per node."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
+from tagged import untag  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ALLREDUCE = os.path.join(HERE, "torch_allreduce.py")
+TORCHRUN = os.path.join(HERE, "torchrun_shim.py")
+CLEAN = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+
+def results(stdout):
+    rows = {}
+    for line in stdout.splitlines():
+        words = untag(line).split()
+        if words and words[0] == "allreduce":
+            kv = dict(w.split("=", 1) for w in words[1:])
+            rows[int(kv["rank"])] = kv
+    return rows
+
+
+class TorchDistributed(PluginClusterTest):
+    def run_clean(self, *args, env=None):
+        # Nothing torch-related from the caller's environment: the plugin provides it all.
+        return self.cluster.run(["srun", *args], cwd=self.tmp, timeout=300, check=False, env=env,
+                                unset=CLEAN)
+
+    def test_one_task_per_rank(self):
+        r = self.run_clean("-n4", PYTHON, ALLREDUCE)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        rows = results(r.stdout)
+        self.assertEqual(sorted(rows), [0, 1, 2, 3])
+        for rank, kv in rows.items():
+            self.assertEqual((kv["world"], kv["sum"], kv["local_rank"]), ("4", "10", str(rank)))
+
+    def test_one_torchrun_per_node(self):
+        # PET_NPROC_PER_NODE comes from the GPUs the task can see.
+        r = self.run_clean("-n1", PYTHON, TORCHRUN, ALLREDUCE, env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        rows = results(r.stdout)
+        self.assertEqual(sorted(rows), [0, 1, 2, 3])
+        self.assertTrue(all(kv["sum"] == "10" and kv["world"] == "4" for kv in rows.values()))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
