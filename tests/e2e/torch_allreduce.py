@@ -13,6 +13,7 @@ t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
 want = world * (world + 1) / 2
 print(f"allreduce rank={rank} world={world} local_rank={os.environ.get('LOCAL_RANK')} "
-      f"sum={t.item():g} want={want:g}", flush=True)
+      f"sum={t.item():g} want={want:g} master={os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} "
+      f"nccl_debug={os.environ.get('NCCL_DEBUG', '-')}", flush=True)
 dist.destroy_process_group()
 sys.exit(0 if t.item() == want else 1)
