@@ -1,5 +1,7 @@
 #include "nodeinfo/config.h"
 
+#include "nodeinfo/duration.h"
+
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
@@ -102,6 +104,20 @@ class Reader {
     return out;
   }
 
+  // A duration ("90", "90s", "10m", "1h") in whole seconds, 0 meaning off.
+  int seconds(const YAML::Node& n, const std::string& key) const {
+    std::string s = scalar(n, key);
+    auto v = parse_duration(s);
+    if (!v || *v > 1e7) fail(n, "'" + key + "' must be a duration such as 90s, 10m or 1h, not '" + s + "'");
+    return static_cast<int>(*v + 0.5);
+  }
+
+  std::string absolute_path(const YAML::Node& n, const std::string& key) const {
+    std::string s = scalar(n, key);
+    if (s.empty() || s[0] != '/') fail(n, "'" + key + "' must be an absolute path");
+    return s;
+  }
+
   Policy policy(const YAML::Node& n, const std::string& key) const {
     std::string s = one_of(n, key, {"critical", "warning", "ignore"});
     return s == "critical" ? Policy::critical : s == "warning" ? Policy::warning : Policy::ignore;
@@ -135,10 +151,56 @@ void read_ib(const Reader& r, const YAML::Node& n, IbExpect& ib) {
   if (n["exclude"]) ib.exclude = r.list(n["exclude"], "ib.exclude");
 }
 
+void read_failfast(const Reader& r, const YAML::Node& n, FailFastSettings& f) {
+  r.require_map(n, "plugin.failfast");
+  r.only_keys(n, "plugin.failfast.", {"enabled", "async_error_handling", "dump_on_timeout", "flight_recorder_entries",
+                                      "heartbeat_timeout", "rdzv_join_timeout", "nccl_ib_timeout", "nccl_ib_retry_cnt",
+                                      "deepspeed_timeout"});
+  if (n["enabled"]) f.enabled = r.boolean(n["enabled"], "plugin.failfast.enabled");
+  if (n["async_error_handling"])
+    f.async_error_handling = r.numeric(n["async_error_handling"], "plugin.failfast.async_error_handling", 0, 3);
+  if (n["dump_on_timeout"]) f.dump_on_timeout = r.boolean(n["dump_on_timeout"], "plugin.failfast.dump_on_timeout");
+  if (n["flight_recorder_entries"])
+    f.flight_recorder_entries =
+        r.numeric(n["flight_recorder_entries"], "plugin.failfast.flight_recorder_entries", 0, 10000000);
+  if (n["heartbeat_timeout"])
+    f.heartbeat_timeout_s = r.seconds(n["heartbeat_timeout"], "plugin.failfast.heartbeat_timeout");
+  if (n["rdzv_join_timeout"])
+    f.rdzv_join_timeout_s = r.seconds(n["rdzv_join_timeout"], "plugin.failfast.rdzv_join_timeout");
+  if (n["nccl_ib_timeout"]) f.nccl_ib_timeout = r.numeric(n["nccl_ib_timeout"], "plugin.failfast.nccl_ib_timeout", 1, 31);
+  if (n["nccl_ib_retry_cnt"])
+    f.nccl_ib_retry_cnt = r.numeric(n["nccl_ib_retry_cnt"], "plugin.failfast.nccl_ib_retry_cnt", 1, 7);
+  if (n["deepspeed_timeout"])
+    f.deepspeed_timeout_min = r.numeric(n["deepspeed_timeout"], "plugin.failfast.deepspeed_timeout", 1, 100000);
+}
+
+void read_hang(const Reader& r, const YAML::Node& n, HangSettings& h) {
+  r.require_map(n, "plugin.hang");
+  r.only_keys(n, "plugin.hang.", {"duration", "action", "cpu", "kill_grace"});
+  if (n["duration"]) h.duration_s = r.seconds(n["duration"], "plugin.hang.duration");
+  if (n["action"]) h.action = r.one_of(n["action"], "plugin.hang.action", {"kill", "report"});
+  if (n["cpu"]) h.cpu = r.boolean(n["cpu"], "plugin.hang.cpu");
+  if (n["kill_grace"]) h.kill_grace_s = r.seconds(n["kill_grace"], "plugin.hang.kill_grace");
+}
+
+void read_preflight(const Reader& r, const YAML::Node& n, PreflightSettings& p) {
+  r.require_map(n, "plugin.preflight");
+  r.only_keys(n, "plugin.preflight.", {"enabled", "shm_path", "shm_min", "memlock", "fs_root"});
+  if (n["enabled"]) p.enabled = r.boolean(n["enabled"], "plugin.preflight.enabled");
+  if (n["shm_path"]) p.shm_path = r.absolute_path(n["shm_path"], "plugin.preflight.shm_path");
+  if (n["shm_min"]) {
+    auto bytes = parse_size(r.scalar(n["shm_min"], "plugin.preflight.shm_min"));
+    if (!bytes) r.fail(n["shm_min"], "'plugin.preflight.shm_min' must be a size such as 1G or 512M");
+    p.shm_min_bytes = *bytes;
+  }
+  if (n["memlock"]) p.memlock = r.boolean(n["memlock"], "plugin.preflight.memlock");
+  if (n["fs_root"]) p.fs_root = r.absolute_path(n["fs_root"], "plugin.preflight.fs_root");
+}
+
 void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
   r.require_map(n, "plugin");
   r.only_keys(n, "plugin.", {"torch_env", "torchrun_env", "master_port_range", "nproc_per_node", "nccl_env",
-                                  "prefix", "prefix_format"});
+                                  "prefix", "prefix_format", "failfast", "hang", "preflight"});
   if (n["torch_env"]) p.torch_env = r.boolean(n["torch_env"], "plugin.torch_env");
   if (n["torchrun_env"]) p.torchrun_env = r.boolean(n["torchrun_env"], "plugin.torchrun_env");
   if (auto range = n["master_port_range"]) {
@@ -157,6 +219,9 @@ void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
       if (c < 0x20 || c == 0x7f) r.fail(f, "'plugin.prefix_format' holds control characters");
     p.prefix_format = format;
   }
+  if (auto f = n["failfast"]) read_failfast(r, f, p.failfast);
+  if (auto h = n["hang"]) read_hang(r, h, p.hang);
+  if (auto pf = n["preflight"]) read_preflight(r, pf, p.preflight);
   if (auto env = n["nccl_env"]) {
     r.require_map(env, "plugin.nccl_env");
     for (const auto& kv : env) {

@@ -49,6 +49,37 @@ struct HealthSettings {
   double scontrol_timeout_s = 10;   // a hung slurmctld must not hang the health check
 };
 
+// Fail-fast defaults for torch and NCCL (DESIGN §4). A value the user set always wins;
+// 0 / empty means "leave it to torch, NCCL or DeepSpeed".
+struct FailFastSettings {
+  bool enabled = true;
+  int async_error_handling = 3;         // TORCH_NCCL_ASYNC_ERROR_HANDLING (dumps need 3)
+  bool dump_on_timeout = true;          // TORCH_NCCL_DUMP_ON_TIMEOUT
+  int flight_recorder_entries = 2000;   // TORCH_FR_BUFFER_SIZE and TORCH_NCCL_TRACE_BUFFER_SIZE
+  int heartbeat_timeout_s = 0;          // TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC
+  int rdzv_join_timeout_s = 0;          // torchrun: PET_RDZV_CONF=join_timeout=N
+  int nccl_ib_timeout = 0;              // NCCL_IB_TIMEOUT (4.096 us x 2^N per try)
+  int nccl_ib_retry_cnt = 0;            // NCCL_IB_RETRY_CNT
+  int deepspeed_timeout_min = 0;        // DEEPSPEED_TIMEOUT, in minutes
+};
+
+// The hang watchdog in the output relay. srun --diag=hang=... overrides per step.
+struct HangSettings {
+  double duration_s = 0;       // no output from any task of a node for this long: a hang (0: off)
+  std::string action = "kill"; // kill: dump and end the step; report: only dump
+  bool cpu = false;            // also require the tasks' CPU time to have stopped advancing
+  double kill_grace_s = 10;    // SIGTERM, then SIGKILL after this long
+};
+
+// The preflight before the user program (srun --diag=preflight or enabled here).
+struct PreflightSettings {
+  bool enabled = false;
+  std::string shm_path = "/dev/shm";
+  unsigned long long shm_min_bytes = 1ull << 30;  // NCCL wants about 1 GiB; Docker gives 64 MiB
+  bool memlock = true;        // require an unlimited memlock ulimit when the node has IB
+  std::string fs_root = "/";  // where sysfs is read from (a fixture tree in tests)
+};
+
 // What the SPANK plugin sets in every task of every step.
 struct PluginSettings {
   bool torch_env = true;     // MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE
@@ -64,6 +95,9 @@ struct PluginSettings {
   std::string prefix = "auto";
   // {host} (short node name), {rank} and {local_rank}; the relay adds one separator.
   std::string prefix_format = "[{host}:{rank}]";
+  FailFastSettings failfast;
+  HangSettings hang;
+  PreflightSettings preflight;
 };
 
 struct Config {

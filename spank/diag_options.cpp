@@ -3,10 +3,13 @@
 #include <array>
 #include <cctype>
 
+#include "nodeinfo/duration.h"
+
 namespace gpudiag {
 namespace {
 
-constexpr const char* kKnown = "nccl=LEVEL, subsys=A+B, dir=PATH, noprefix, prefix";
+constexpr const char* kKnown =
+    "nccl=LEVEL, subsys=A+B, dir=PATH, noprefix, prefix, hang=DURATION, hang-action=kill|report, preflight, nopreflight";
 
 std::string upper(std::string_view s) {
   std::string out(s);
@@ -60,8 +63,17 @@ Result<DiagOptions> parse_diag_list(std::string_view list, DiagOptions opt) {
     } else if (key == "dir") {
       if (value.empty() || value[0] != '/') return fail("dir needs an absolute path, e.g. dir=/scratch/me/diag");
       opt.dir = std::string(value);
-    } else if (key == "hang" || key == "hang-action" || key == "preflight") {
-      return fail("'" + std::string(key) + "' is reserved for a later gpudiag version and not available yet");
+    } else if (key == "hang") {
+      auto d = value == "off" ? std::optional<double>(0) : parse_duration(value);
+      if (!has_value || !d) return fail("hang='" + std::string(value) + "' is not a duration (e.g. hang=90s, 10m, 1h; 0 for off)");
+      if (*d != 0 && *d < 1) return fail("hang=" + std::string(value) + " is too short: use at least 1s");
+      opt.hang_s = *d;
+    } else if (key == "hang-action") {
+      if (value != "kill" && value != "report") return fail("hang-action='" + std::string(value) + "' must be kill or report");
+      opt.hang_action = std::string(value);
+    } else if (key == "preflight" || key == "nopreflight") {
+      if (has_value) return fail("'" + std::string(key) + "' takes no value");
+      opt.preflight = key == "preflight";
     } else {
       return fail("unknown item '" + std::string(item) + "' (known: " + kKnown + ")");
     }

@@ -7,8 +7,10 @@
 //   dir=PATH        where per-host logs go (default $SLURM_SUBMIT_DIR/gpudiag-<job>.<step>)
 //   noprefix        no [host:rank] output prefix
 //   prefix          force the prefix on, even for one task
-//   hang=DURATION, hang-action=..., preflight   reserved for the hang watchdog and the
-//                   node preflight; rejected until they exist
+//   hang=DURATION   the hang watchdog: no output from any task of a node for this long
+//                   (90s, 10m, 1h; 0 turns a site default off)
+//   hang-action=kill|report   end the step (default) or only write the report
+//   preflight, nopreflight    check the node before the program starts
 //
 // Parsing is pure and strict: an unknown item or a bad value is an error that lists
 // what is known, so srun can fail before anything launches.
@@ -26,6 +28,9 @@ struct DiagOptions {
   std::string nccl_subsys = "INIT,NET,ENV";  // as NCCL wants it, comma-separated
   std::string dir;                           // empty: the default
   std::optional<bool> prefix;                // nullopt: the site default
+  std::optional<double> hang_s;              // nullopt: the site default; 0: off
+  std::optional<std::string> hang_action;    // "kill" or "report"
+  std::optional<bool> preflight;
 };
 
 // `list` is what follows "--diag=" (empty for a bare --diag). Parsing into `base` lets

@@ -21,6 +21,7 @@ extern "C" {
 #include "spank/diag_options.h"
 #include "spank/dist_env.h"
 #include "spank/env_writer.h"
+#include "spank/failfast_env.h"
 #include "spank/nccl_defaults.h"
 #include "spank/output_relay.h"
 #include "spank/plugin_args.h"
@@ -73,7 +74,8 @@ int guarded(const char* where, int on_error, F&& body) noexcept {
 struct spank_option kOptions[] = {
     {const_cast<char*>("diag"), const_cast<char*>("[LIST]"),
      const_cast<char*>("gpudiag diagnostics: NCCL logs per host and more. LIST: comma items nccl=LEVEL, "
-                       "subsys=A+B, dir=PATH, noprefix, prefix (see gpudiag(8))"),
+                       "subsys=A+B, dir=PATH, noprefix, prefix, hang=DURATION, hang-action=kill|report, "
+                       "preflight (see gpudiag(8))"),
      2, 0, diag_option_cb},
 };
 
@@ -166,24 +168,49 @@ bool forwarded_to_srun(int fd) {
   return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
 }
 
-void start_output_relay(gpudiag::EnvTarget& env, const gpudiag::TaskIds& t) {
-  if (!prefix_wanted(t.world_size)) return;
-  if (env.get("SLURM_LABELIO").value_or("") == "1") return;  // srun --label already tags lines
-  gpudiag::RelayPlan plan;
-  plan.out = forwarded_to_srun(STDOUT_FILENO);
-  plan.err = forwarded_to_srun(STDERR_FILENO);
-  if (!plan.out && !plan.err) return;
+// The watchdog's settings for this step: --diag items win over the site's.
+gpudiag::HangWatch hang_watch(const gpudiag::TaskIds& t, const std::string& diag_dir, const std::string& host) {
+  gpudiag::HangWatch w;
+  w.duration_s = g.diag.hang_s.value_or(g.cfg.plugin.hang.duration_s);
+  w.kill = g.diag.hang_action.value_or(g.cfg.plugin.hang.action) == "kill";
+  w.cpu = g.cfg.plugin.hang.cpu;
+  w.kill_grace_s = g.cfg.plugin.hang.kill_grace_s;
+  w.step = std::to_string(t.job_id) + "." + std::to_string(t.step_id);
+  w.state_dir = gpudiag::hang_state_dir(::getuid(), w.step);
+  w.diag_dir = diag_dir;
+  w.host = host;
+  w.rank = t.rank;
+  return w;
+}
+
+std::string short_host(gpudiag::EnvTarget& env) {
   std::string host = env.get("SLURMD_NODENAME").value_or("");
   if (host.empty()) {
     char buf[256] = {};
     ::gethostname(buf, sizeof buf - 1);
     host = buf;
   }
-  host = host.substr(0, host.find('.'));
+  return host.substr(0, host.find('.'));
+}
+
+void start_output_relay(gpudiag::EnvTarget& env, const gpudiag::TaskIds& t, const std::string& diag_dir) {
+  const std::string host = short_host(env);
+  gpudiag::RelayPlan plan;
+  if (!diag_dir.empty()) plan.hang = hang_watch(t, diag_dir, host);
+  const bool watch = plan.hang.duration_s > 0;
+  // srun --label already tags lines.
+  const bool tag = prefix_wanted(t.world_size) && env.get("SLURM_LABELIO").value_or("") != "1";
+  plan.tag_out = tag && forwarded_to_srun(STDOUT_FILENO);
+  plan.tag_err = tag && forwarded_to_srun(STDERR_FILENO);
+  // The watchdog sees output on every stream that is not a terminal.
+  plan.out = plan.tag_out || (watch && !::isatty(STDOUT_FILENO));
+  plan.err = plan.tag_err || (watch && !::isatty(STDERR_FILENO));
+  if (!plan.out && !plan.err) return;
   plan.tag = gpudiag::expand_prefix_format(g.cfg.plugin.prefix_format, host, t.rank, t.local_rank);
   // Returns here in the program's process; the relay never comes back.
   if (auto err = gpudiag::start_relay(plan))
-    slurm_error("gpudiag: task %d runs without the [host:rank] prefix: %s", t.rank, err->c_str());
+    slurm_error("gpudiag: task %d runs without the output relay (no prefix, no hang watchdog): %s", t.rank,
+                err->c_str());
 }
 
 int task_init(spank_t sp) {
@@ -225,8 +252,11 @@ int task_init(spank_t sp) {
     wanted.insert(wanted.end(), e.begin(), e.end());
   }
   wanted.insert(wanted.end(), g.nccl_env.begin(), g.nccl_env.end());
-  if (g.diag.enabled) {
-    std::string dir = g.diag.dir;
+  const bool hang_on = g.diag.hang_s.value_or(g.cfg.plugin.hang.duration_s) > 0;
+  std::string dir;
+  if (g.diag.enabled || hang_on) {
+    // The hang watchdog's report needs the diag dir even when the site turned it on.
+    dir = g.diag.dir;
     if (dir.empty()) {
       auto submit = env.get("SLURM_SUBMIT_DIR");
       dir = submit.value_or("/tmp") + "/gpudiag-" + std::to_string(job) + "." + std::to_string(step);
@@ -238,14 +268,18 @@ int task_init(spank_t sp) {
                   std::strerror(errno));
       return -1;
     }
+    wanted.emplace_back("GPUDIAG_DIAG_DIR", dir);
+  }
+  if (g.diag.enabled) {
     wanted.emplace_back("NCCL_DEBUG", g.diag.nccl_level);
     wanted.emplace_back("NCCL_DEBUG_SUBSYS", g.diag.nccl_subsys);
     wanted.emplace_back("NCCL_DEBUG_FILE", dir + "/nccl.%h.%p.log");
     wanted.emplace_back("TORCH_DISTRIBUTED_DEBUG", "INFO");
-    wanted.emplace_back("GPUDIAG_DIAG_DIR", dir);
   }
+  auto failfast = gpudiag::failfast_env(g.cfg.plugin.failfast, dir, hang_on);
+  wanted.insert(wanted.end(), failfast.begin(), failfast.end());
   gpudiag::apply_env(env, wanted);
-  start_output_relay(env, t);
+  start_output_relay(env, t, dir);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace gpudiag {
@@ -68,9 +69,11 @@ void write_all(int fd, const std::string& data, bool& dead) {
 struct Stream {
   int in = -1;    // read end of the program's pipe
   int out = -1;   // where the relay writes: its own fd 1 or 2
+  bool tag = true;
   LinePrefixer lines;
   bool dead = false;
-  Stream(int in_fd, int out_fd, const RelayPlan& plan) : in(in_fd), out(out_fd), lines(plan.tag, plan.max_line) {}
+  Stream(int in_fd, int out_fd, bool tag_lines, const RelayPlan& plan)
+      : in(in_fd), out(out_fd), tag(tag_lines), lines(plan.tag, plan.max_line) {}
 };
 
 // The relay is a copy of slurmstepd's task process and never execs: close what it
@@ -109,12 +112,13 @@ void close_inherited(const std::vector<int>& keep) {
   ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 }
 
-[[noreturn]] void relay(pid_t child, std::vector<Stream>& streams, int wake_r) {
+[[noreturn]] void relay(pid_t child, std::vector<Stream>& streams, int wake_r, std::unique_ptr<HangWatchdog> watch) {
   std::vector<char> buf(kReadSize);
   std::string out;
   bool reaped = false;
   int status = 0;
   double reaped_at = 0;
+  double last_tick = now_s();
 
   auto close_stream = [&](Stream& s) {
     out.clear();
@@ -139,12 +143,18 @@ void close_inherited(const std::vector<int>& keep) {
     if (fds.empty()) break;
     if (reaped && now_s() - reaped_at > kDrainMax) break;
     fds.push_back({wake_r, POLLIN, 0});
-    int n = ::poll(fds.data(), fds.size(), reaped ? kQuietMs : -1);
+    const int timeout = reaped ? kQuietMs : watch ? 1000 : -1;
+    int n = ::poll(fds.data(), fds.size(), timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
       break;  // cannot happen with valid fds; fall through to reaping
     }
-    if (n == 0) break;  // the program is gone and the pipes stayed empty
+    if (watch && !reaped && now_s() - last_tick >= 1.0) {
+      watch->tick();
+      last_tick = now_s();
+    }
+    if (n == 0 && reaped) break;  // the program is gone and the pipes stayed empty
+    if (n == 0) continue;
     if (fds.back().revents) {
       char drain[64];
       while (::read(wake_r, drain, sizeof drain) > 0) {
@@ -157,8 +167,13 @@ void close_inherited(const std::vector<int>& keep) {
       for (;;) {
         ssize_t r = ::read(s.in, buf.data(), buf.size());
         if (r > 0) {
-          out.clear();
-          s.lines.feed(std::string_view(buf.data(), static_cast<std::size_t>(r)), out);
+          if (watch) watch->output_seen();
+          if (s.tag) {
+            out.clear();
+            s.lines.feed(std::string_view(buf.data(), static_cast<std::size_t>(r)), out);
+          } else {
+            out.assign(buf.data(), static_cast<std::size_t>(r));
+          }
           write_all(s.out, out, s.dead);
           if (static_cast<std::size_t>(r) < buf.size()) break;
           continue;
@@ -176,6 +191,11 @@ void close_inherited(const std::vector<int>& keep) {
     pid_t r = ::waitpid(child, &status, 0);
     if (r == child) reaped = true;
     else if (r < 0 && errno != EINTR) mirror_exit(1 << 8);  // lost the child: exit 1
+  }
+  if (watch) {
+    const bool hang = watch->ended_for_hang();
+    watch.reset();  // leaves the node's state dir
+    if (hang) ::_exit(kHangExitCode);
   }
   mirror_exit(status);
 }
@@ -243,13 +263,13 @@ std::optional<std::string> start_relay(const RelayPlan& plan) {
   if (plan.out) {
     ::close(out_pipe[1]);
     ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-    streams.emplace_back(out_pipe[0], STDOUT_FILENO, plan);
+    streams.emplace_back(out_pipe[0], STDOUT_FILENO, plan.tag_out, plan);
     keep.push_back(out_pipe[0]);
   }
   if (plan.err) {
     ::close(err_pipe[1]);
     ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-    streams.emplace_back(err_pipe[0], STDERR_FILENO, plan);
+    streams.emplace_back(err_pipe[0], STDERR_FILENO, plan.tag_err, plan);
     keep.push_back(err_pipe[0]);
   }
   close_inherited(keep);
@@ -261,7 +281,17 @@ std::optional<std::string> start_relay(const RelayPlan& plan) {
   }
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
   ::sigprocmask(SIG_UNBLOCK, &block, nullptr);
-  relay(pid, streams, wake[0]);
+  std::unique_ptr<HangWatchdog> watch;
+  if (plan.hang.duration_s > 0) {
+    watch = std::make_unique<HangWatchdog>(plan.hang, pid);
+    if (!watch->active()) {
+      std::string msg = "gpudiag: hang watchdog off for task " + std::to_string(plan.hang.rank) + ": " +
+                        watch->error() + "\n";
+      [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg.data(), msg.size());
+      watch.reset();
+    }
+  }
+  relay(pid, streams, wake[0], std::move(watch));
 }
 
 }  // namespace gpudiag

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "spank/hang_watchdog.h"
 #include "spank/line_prefixer.h"
 
 namespace gpudiag {
@@ -20,7 +21,10 @@ struct RelayPlan {
   std::string tag;       // e.g. "[node7:3]"
   bool out = false;      // relay stdout (fd 1)
   bool err = false;      // relay stderr (fd 2)
+  bool tag_out = true;   // tag the lines of a relayed stream, or pass its bytes as they are
+  bool tag_err = true;
   std::size_t max_line = kSlurmIoMessage;
+  HangWatch hang;        // duration 0: no watchdog
 };
 
 // Returns in the child, with fds 1/2 now leading to the relay; the caller goes on to

@@ -5,6 +5,7 @@
 #include "spank/diag_options.h"
 #include "spank/dist_env.h"
 #include "spank/env_writer.h"
+#include "spank/failfast_env.h"
 #include "spank/nccl_defaults.h"
 #include "spank/plugin_args.h"
 
@@ -44,9 +45,50 @@ TEST(DiagList, ErrorsAreClear) {
   EXPECT_FALSE(parse_diag_list("noprefix=1"));
   EXPECT_FALSE(parse_diag_list("subsys=INIT;rm"));
   EXPECT_FALSE(parse_diag_list("dir=/tmp/x\nLD_PRELOAD=/evil"));
-  auto reserved = parse_diag_list("hang=10m");
-  ASSERT_FALSE(reserved);
-  EXPECT_NE(reserved.error().find("reserved"), std::string::npos);
+  EXPECT_FALSE(parse_diag_list("hang=soon"));
+  EXPECT_FALSE(parse_diag_list("hang"));
+  EXPECT_FALSE(parse_diag_list("hang=-5s"));
+  EXPECT_FALSE(parse_diag_list("hang=0.1s"));
+  EXPECT_FALSE(parse_diag_list("hang-action=explode"));
+  EXPECT_FALSE(parse_diag_list("preflight=yes"));
+}
+
+TEST(DiagList, HangAndPreflight) {
+  auto d = parse_diag_list("hang=10m,hang-action=report,preflight");
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->hang_s, 600);
+  EXPECT_EQ(d->hang_action, "report");
+  EXPECT_EQ(d->preflight, true);
+  EXPECT_EQ(parse_diag_list("hang=20s")->hang_s, 20);
+  EXPECT_EQ(parse_diag_list("hang=off")->hang_s, 0);
+  EXPECT_EQ(parse_diag_list("nopreflight")->preflight, false);
+  EXPECT_FALSE(parse_diag_list("")->hang_s);
+}
+
+TEST(FailFast, SiteDefaultsAndDumpFilesInTheDiagDir) {
+  FailFastSettings f;
+  f.heartbeat_timeout_s = 300;
+  f.rdzv_join_timeout_s = 120;
+  f.nccl_ib_retry_cnt = 7;
+  auto env = failfast_env(f, "/home/u/gpudiag-5.0", true);
+  std::map<std::string, std::string> m(env.begin(), env.end());
+  EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
+  EXPECT_EQ(m["TORCH_NCCL_DUMP_ON_TIMEOUT"], "1");
+  EXPECT_EQ(m["TORCH_FR_BUFFER_SIZE"], "2000");
+  EXPECT_EQ(m["TORCH_NCCL_TRACE_BUFFER_SIZE"], "2000");
+  EXPECT_EQ(m["TORCH_FR_DUMP_TEMP_FILE"], "/home/u/gpudiag-5.0/fr_trace.rank");
+  EXPECT_EQ(m["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"], "/home/u/gpudiag-5.0/fr_trace.rank");
+  EXPECT_EQ(m["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"], "/home/u/gpudiag-5.0/fr_pipe.rank");
+  EXPECT_EQ(m["TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"], "300");
+  EXPECT_EQ(m["PET_RDZV_CONF"], "join_timeout=120");
+  EXPECT_EQ(m["NCCL_IB_RETRY_CNT"], "7");
+  EXPECT_EQ(m.count("NCCL_IB_TIMEOUT"), 0u);
+  EXPECT_EQ(m.count("DEEPSPEED_TIMEOUT"), 0u);
+  // Without a diag dir there is nowhere to dump; off means nothing at all.
+  auto bare = failfast_env(f, "", false);
+  for (auto& [k, v] : bare) EXPECT_EQ(k.find("FILE"), std::string::npos) << k;
+  f.enabled = false;
+  EXPECT_TRUE(failfast_env(f, "/d", true).empty());
 }
 
 TEST(MasterPort, DeterministicInRangeAndPerStep) {
