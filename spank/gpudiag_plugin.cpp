@@ -24,6 +24,7 @@ extern "C" {
 #include "spank/failfast_env.h"
 #include "spank/nccl_defaults.h"
 #include "spank/output_relay.h"
+#include "spank/preflight.h"
 #include "spank/plugin_args.h"
 
 // SPANK_PLUGIN() gives these internal linkage in C++: declare them by hand.
@@ -213,6 +214,19 @@ void start_output_relay(gpudiag::EnvTarget& env, const gpudiag::TaskIds& t, cons
                 err->c_str());
 }
 
+// Every task checks (it is cheap), so no task of a bad node starts the program; the
+// first task of each node says why (slurm_error reaches the step's stderr and slurmd's log).
+bool preflight_passes(gpudiag::EnvTarget& env, const gpudiag::TaskIds& t) {
+  auto facts = gpudiag::gather_preflight(g.cfg.plugin.preflight, g.cfg.ib, short_host(env), env.get("SLURM_GPUS_ON_NODE"),
+                                         env.get("CUDA_VISIBLE_DEVICES"), env.get("NCCL_SOCKET_IFNAME"));
+  auto problems = gpudiag::evaluate_preflight(facts);
+  if (problems.empty()) return true;
+  if (t.local_rank == 0) {
+    for (const auto& p : problems) slurm_error("%s", p.c_str());
+  }
+  return false;
+}
+
 int task_init(spank_t sp) {
   std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
   int local_id = 0;
@@ -279,6 +293,7 @@ int task_init(spank_t sp) {
   auto failfast = gpudiag::failfast_env(g.cfg.plugin.failfast, dir, hang_on);
   wanted.insert(wanted.end(), failfast.begin(), failfast.end());
   gpudiag::apply_env(env, wanted);
+  if (g.diag.preflight.value_or(g.cfg.plugin.preflight.enabled) && !preflight_passes(env, t)) return -1;
   start_output_relay(env, t, dir);
   return 0;
 }

@@ -1,0 +1,78 @@
+#include <gtest/gtest.h>
+
+#include "nodeinfo/rooted_fs.h"
+#include "spank/preflight.h"
+
+using namespace gpudiag;
+
+namespace {
+
+PreflightFacts healthy() {
+  PreflightFacts f;
+  f.host = "gpu7";
+  f.shm_path = "/dev/shm";
+  f.shm_bytes = 64ull << 30;
+  f.shm_min = 1ull << 30;
+  f.memlock = RLIM_INFINITY;
+  return f;
+}
+
+std::string all(const std::vector<std::string>& v) {
+  std::string s;
+  for (auto& x : v) s += x + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST(Preflight, HealthyNodePasses) { EXPECT_TRUE(evaluate_preflight(healthy()).empty()); }
+
+TEST(Preflight, SmallShmNamesSizeAndFix) {
+  auto f = healthy();
+  f.shm_bytes = 64ull << 20;
+  auto p = evaluate_preflight(f);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "gpudiag: preflight on gpu7: /dev/shm is 64 MiB, NCCL needs at least 1 GiB: give the container more "
+                  "(docker --shm-size=1g) or remount /dev/shm larger");
+}
+
+TEST(Preflight, DownPortOfAnExpectedHcaFromAFixture) {
+  auto f = healthy();
+  f.ib = discover_ib(RootedFs(GPUDIAG_FIXTURES_DIR "/port-down"));
+  f.ib_expect.hcas = {"mlx5_[0-7]"};
+  auto p = evaluate_preflight(f);
+  ASSERT_EQ(p.size(), 1u) << all(p);
+  EXPECT_NE(p[0].find("mlx5_3 port 1 is DOWN (phys_state Polling)"), std::string::npos) << p[0];
+  f.ib_expect.exclude = {"mlx5_3"};
+  EXPECT_TRUE(evaluate_preflight(f).empty());
+}
+
+TEST(Preflight, MemlockOnlyMattersWithIb) {
+  auto f = healthy();
+  f.memlock = 64 * 1024;
+  EXPECT_TRUE(evaluate_preflight(f).empty());  // no HCAs
+  f.ib = discover_ib(RootedFs(GPUDIAG_FIXTURES_DIR "/healthy"));
+  auto p = evaluate_preflight(f);
+  ASSERT_EQ(p.size(), 1u) << all(p);
+  EXPECT_NE(p[0].find("memlock ulimit is 64 KiB"), std::string::npos) << p[0];
+  f.check_memlock = false;
+  EXPECT_TRUE(evaluate_preflight(f).empty());
+}
+
+TEST(Preflight, GpusAndInterfaces) {
+  auto f = healthy();
+  f.gpus_requested = 8;
+  f.gpus_visible = 7;
+  f.gpus_on_pci = 7;
+  EXPECT_EQ(evaluate_preflight(f).size(), 2u);
+  f.gpus_visible = 8;
+  f.gpus_on_pci = 8;
+  EXPECT_TRUE(evaluate_preflight(f).empty());
+  f.socket_ifname = "=eth0,ib0";
+  f.interfaces = {"lo", "eth0"};
+  auto p = evaluate_preflight(f);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("names ib0, which does not exist"), std::string::npos);
+  f.socket_ifname = "^docker,lo";  // prefixes are NCCL's business
+  EXPECT_TRUE(evaluate_preflight(f).empty());
+}
