@@ -122,6 +122,27 @@ class FailFast(PluginClusterTest):
         r = self.srun("-n1", PYTHON, "-c", show, env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"})
         self.assertEqual(r.stdout.split()[:2], ["1", "1"])
 
+    def test_gpudiag_stacks_from_a_running_job(self):
+        r = self.cluster.run(["sbatch", "-n2", "--parsable", "-o", "/dev/null", "--wrap",
+                              f"srun -n2 {PYTHON} -c 'import time; time.sleep(120)'"], cwd=self.tmp)
+        job = r.stdout.strip().split(";")[0]
+        try:
+            self.cluster.wait_for(lambda: f"{job}.0" in self.cluster.run(["squeue", "-h", "-s", "-o", "%i"]).stdout,
+                                  f"step {job}.0 to run")
+            time.sleep(1)
+            r = self.cluster.run([os.path.join(BUILD, "stacks", "gpudiag"), "stacks", f"{job}.0"], cwd=self.tmp,
+                                 timeout=120)
+        finally:
+            self.cluster.run(["scancel", job], check=False)
+        self.assertIn(f"gpudiag stacks: job {job}.0 on {self.cluster.node}, 2 task(s)", r.stdout)
+        for rank in (0, 1):
+            self.assertIn(f"== task rank {rank}:", r.stdout)
+        self.assertIn("time.sleep(120)", r.stdout)
+        self.assertIn("eu-stack:", r.stdout)
+        bad = self.cluster.run([os.path.join(BUILD, "stacks", "gpudiag"), "stacks", "12.x"], check=False)
+        self.assertEqual(bad.returncode, 3)
+        self.assertIn("use JOBID or JOBID.STEPID", bad.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

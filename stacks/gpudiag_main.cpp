@@ -1,0 +1,86 @@
+// gpudiag: the user's command. `gpudiag stacks JOB[.STEP]` collects, from every node of
+// a running job, what the hang watchdog writes: each process's tree, state, wchan and
+// stacks. It runs one task per node inside the job (srun --overlap --jobid), so no
+// ssh and no privileges are needed; there each task runs `gpudiag stacks --local`.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "spank/stack_report.h"
+#include "stacks/step_processes.h"
+
+namespace {
+
+std::string self_path(const char* argv0) {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) return std::string(buf, static_cast<std::size_t>(n));
+  return argv0;
+}
+
+std::string host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  std::string h = buf;
+  return h.substr(0, h.find('.'));
+}
+
+int local_report(const gpudiag::StepId& id, double timeout) {
+  const char* own = std::getenv("SLURM_STEP_ID");
+  const char* own_job = std::getenv("SLURM_JOB_ID");
+  std::string skip = own && own_job && id.job == own_job ? own : "";
+  auto tasks = gpudiag::find_step_tasks(id, skip);
+  std::vector<gpudiag::TaskRoot> roots;
+  for (const auto& t : tasks) roots.push_back({t.rank, t.pid});
+  std::string what = id.job + (id.step ? "." + *id.step : std::string(" (all steps)"));
+  if (roots.empty()) {
+    std::cout << "gpudiag stacks: " << host() << ": no processes of job " << what
+              << " that this user can see on this node\n";
+    return 0;
+  }
+  std::cout << gpudiag::stack_report("gpudiag stacks: job " + what + " on " + host() + ", " +
+                                         std::to_string(roots.size()) + " task(s)",
+                                     roots, gpudiag::find_stack_tools(), timeout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpudiag: diagnostics for GPU jobs on Slurm"};
+  app.require_subcommand(1);
+  auto* stacks = app.add_subcommand("stacks", "stacks of every process of a running job, from all its nodes");
+  std::string job;
+  bool local = false;
+  double timeout = 15;
+  stacks->add_option("job", job, "JOBID or JOBID.STEPID")->required();
+  stacks->add_flag("--local", local, "only this node (what each node runs)");
+  stacks->add_option("--tool-timeout", timeout, "seconds for each py-spy/eu-stack/gdb call")->check(CLI::Range(1.0, 600.0));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 3;
+  }
+  auto id = gpudiag::parse_step_id(job);
+  if (!id) {
+    std::cerr << id.error() << "\n";
+    return 3;
+  }
+  if (local) return local_report(*id, timeout);
+  // One task per node of the job, sharing its resources; no shell anywhere.
+  std::vector<std::string> args = {"srun", "--overlap", "--jobid=" + id->job, "--ntasks-per-node=1",
+                                   "--quiet", self_path(argv[0]), "stacks", "--local",
+                                   "--tool-timeout=" + std::to_string(static_cast<int>(timeout)), job};
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  ::execvp("srun", cargs.data());
+  std::cerr << "gpudiag: cannot run srun: " << std::strerror(errno) << ": is Slurm's client installed and on PATH?\n";
+  return 3;
+}
