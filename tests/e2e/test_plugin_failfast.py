@@ -2,7 +2,7 @@
 with real torch gloo, the node preflight, and fail-fast variables the user overrides."""
 import glob
 import os
-import re
+import signal
 import subprocess
 import sys
 import time
@@ -121,6 +121,28 @@ class FailFast(PluginClusterTest):
         self.assertRegex(fr_file, r"/gpudiag-\d+\.\d+/fr_trace\.rank$")
         r = self.srun("-n1", PYTHON, "-c", show, env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"})
         self.assertEqual(r.stdout.split()[:2], ["1", "1"])
+
+    def test_ctrl_c_on_srun_leaves_no_process_or_state_behind(self):
+        marker = f"sleep {os.getpid() % 1000 + 3000}"  # unique to this test run
+        before = set(glob.glob("/dev/shm/gpudiag-*"))
+
+        def ours():
+            return set(glob.glob("/dev/shm/gpudiag-*")) - before
+
+        p = subprocess.Popen(["srun", "-n2", "--diag=hang=60s", *marker.split()], env=self.cluster.env,
+                             cwd=self.work_dir("ctrlc"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            self.cluster.wait_for(ours, "the watchdog's state dir")
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+            p.send_signal(signal.SIGINT)  # a second one within a second cancels the step
+            p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        self.cluster.wait_for(lambda: not subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout,
+                              "the tasks to end")
+        self.cluster.wait_for(lambda: not ours(), "the state dir to go")
 
     def test_gpudiag_stacks_from_a_running_job(self):
         r = self.cluster.run(["sbatch", "-n2", "--parsable", "-o", "/dev/null", "--wrap",
