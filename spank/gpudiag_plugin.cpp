@@ -266,7 +266,7 @@ int task_init(spank_t sp) {
     wanted.insert(wanted.end(), e.begin(), e.end());
   }
   wanted.insert(wanted.end(), g.nccl_env.begin(), g.nccl_env.end());
-  const bool hang_on = g.diag.hang_s.value_or(g.cfg.plugin.hang.duration_s) > 0;
+  bool hang_on = g.diag.hang_s.value_or(g.cfg.plugin.hang.duration_s) > 0;
   std::string dir;
   if (g.diag.enabled || hang_on) {
     // The hang watchdog's report needs the diag dir even when the site turned it on.
@@ -278,11 +278,21 @@ int task_init(spank_t sp) {
     // task_init runs as the user: the directory is the user's, and a place the user
     // may not write is refused by the kernel, not by us as root.
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      slurm_error("gpudiag: cannot create the diag dir %s: %s: pick a writable one with --diag=dir=PATH", dir.c_str(),
-                  std::strerror(errno));
-      return -1;
+      const char* why = std::strerror(errno);
+      if (g.diag.enabled) {
+        // The user asked for diagnostics: fail before launch rather than run without.
+        slurm_error("gpudiag: cannot create the diag dir %s: %s: pick a writable one with --diag=dir=PATH",
+                    dir.c_str(), why);
+        return -1;
+      }
+      // Only the site's default watchdog wanted it: never fail a job over that.
+      if (local_id == 0)
+        slurm_info("gpudiag: no hang watchdog for this step: cannot create %s: %s (use --diag=dir=PATH)", dir.c_str(),
+                   why);
+      dir.clear();
+      hang_on = false;
     }
-    wanted.emplace_back("GPUDIAG_DIAG_DIR", dir);
+    if (!dir.empty()) wanted.emplace_back("GPUDIAG_DIAG_DIR", dir);
   }
   if (g.diag.enabled) {
     wanted.emplace_back("NCCL_DEBUG", g.diag.nccl_level);

@@ -112,6 +112,46 @@ void close_inherited(const std::vector<int>& keep) {
   ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 }
 
+// The last resort when the relay itself fails (out of memory): copy the bytes as they
+// are, with no allocation, then exit as the program did. Nothing is lost.
+[[noreturn]] void passthrough(pid_t child, int out_r, int err_r) noexcept {
+  static const char kMsg[] = "gpudiag: output relay failed; passing output through untagged\n";
+  [[maybe_unused]] ssize_t m = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  int in[2] = {out_r, err_r};
+  const int dst[2] = {STDOUT_FILENO, STDERR_FILENO};
+  bool dead[2] = {false, false};
+  char buf[16384];
+  while (in[0] >= 0 || in[1] >= 0) {
+    pollfd fds[2];
+    nfds_t n = 0;
+    int which[2];
+    for (int i = 0; i < 2; ++i)
+      if (in[i] >= 0) {
+        fds[n] = {in[i], POLLIN, 0};
+        which[n++] = i;
+      }
+    if (::poll(fds, n, 1000) < 0 && errno != EINTR) break;
+    for (nfds_t k = 0; k < n; ++k) {
+      const int i = which[k];
+      ssize_t r = ::read(in[i], buf, sizeof buf);
+      if (r > 0) {
+        for (ssize_t off = 0; !dead[i] && off < r;) {
+          ssize_t w = ::write(dst[i], buf + off, static_cast<std::size_t>(r - off));
+          if (w > 0) off += w;
+          else if (!(w < 0 && errno == EINTR)) dead[i] = true;
+        }
+      } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+        ::close(in[i]);
+        in[i] = -1;
+      }
+    }
+  }
+  int status = 1 << 8;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  mirror_exit(status);
+}
+
 [[noreturn]] void relay(pid_t child, std::vector<Stream>& streams, int wake_r, std::unique_ptr<HangWatchdog> watch) {
   std::vector<char> buf(kReadSize);
   std::string out;
@@ -258,21 +298,12 @@ std::optional<std::string> start_relay(const RelayPlan& plan) {
   ::sigaction(SIGCHLD, &sc, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  std::vector<Stream> streams;
-  std::vector<int> keep = {wake[0], wake[1]};
-  if (plan.out) {
-    ::close(out_pipe[1]);
-    ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-    streams.emplace_back(out_pipe[0], STDOUT_FILENO, plan.tag_out, plan);
-    keep.push_back(out_pipe[0]);
-  }
-  if (plan.err) {
-    ::close(err_pipe[1]);
-    ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-    streams.emplace_back(err_pipe[0], STDERR_FILENO, plan.tag_err, plan);
-    keep.push_back(err_pipe[0]);
-  }
-  close_inherited(keep);
+  const int out_r = plan.out ? out_pipe[0] : -1;
+  const int err_r = plan.err ? err_pipe[0] : -1;
+  for (int w : {out_pipe[1], err_pipe[1]})
+    if (w >= 0) ::close(w);
+  for (int r : {out_r, err_r})
+    if (r >= 0) ::fcntl(r, F_SETFL, O_NONBLOCK);
   // stdin belongs to the program alone.
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd >= 0) {
@@ -281,17 +312,34 @@ std::optional<std::string> start_relay(const RelayPlan& plan) {
   }
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
   ::sigprocmask(SIG_UNBLOCK, &block, nullptr);
-  std::unique_ptr<HangWatchdog> watch;
-  if (plan.hang.duration_s > 0) {
-    watch = std::make_unique<HangWatchdog>(plan.hang, pid);
-    if (!watch->active()) {
-      std::string msg = "gpudiag: hang watchdog off for task " + std::to_string(plan.hang.rank) + ": " +
-                        watch->error() + "\n";
-      [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg.data(), msg.size());
-      watch.reset();
+  // No exception may leave this process: it would land in the plugin's guarded() and
+  // make the relay return to Slurm, which would exec the program a second time.
+  try {
+    std::vector<Stream> streams;
+    std::vector<int> keep = {wake[0], wake[1]};
+    if (out_r >= 0) {
+      streams.emplace_back(out_r, STDOUT_FILENO, plan.tag_out, plan);
+      keep.push_back(out_r);
     }
+    if (err_r >= 0) {
+      streams.emplace_back(err_r, STDERR_FILENO, plan.tag_err, plan);
+      keep.push_back(err_r);
+    }
+    close_inherited(keep);
+    std::unique_ptr<HangWatchdog> watch;
+    if (plan.hang.duration_s > 0) {
+      watch = std::make_unique<HangWatchdog>(plan.hang, pid);
+      if (!watch->active()) {
+        std::string msg = "gpudiag: hang watchdog off for task " + std::to_string(plan.hang.rank) + ": " +
+                          watch->error() + "\n";
+        [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg.data(), msg.size());
+        watch.reset();
+      }
+    }
+    relay(pid, streams, wake[0], std::move(watch));
+  } catch (...) {
+    passthrough(pid, out_r, err_r);
   }
-  relay(pid, streams, wake[0], std::move(watch));
 }
 
 }  // namespace gpudiag

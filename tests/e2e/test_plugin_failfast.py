@@ -81,6 +81,20 @@ class FailFast(PluginClusterTest):
         r = self.srun("-n1", "--diag=hang=3s", "sleep", "60", cwd=self.work_dir("idle"), check=False, timeout=120)
         self.assertEqual(r.returncode, HANG_EXIT, r.stderr)
 
+    def test_site_default_watchdog_never_fails_a_job_over_its_dir(self):
+        # The site turns the watchdog on; the user (nobody) runs from a directory it may
+        # not write, so there is no diag dir: the job runs, without a watchdog.
+        self.configure("  hang:\n    duration: 10m\n")
+        locked = self.work_dir("locked")
+        os.chmod(locked, 0o755)
+        r = self.srun("--uid=nobody", "--gid=nogroup", "-n1", "echo", "ran", cwd=locked)
+        self.assertEqual(r.stdout, "ran\n")
+        self.assertEqual(os.listdir(locked), [])
+        # Asked for explicitly, the same failure stops the step before launch.
+        r = self.srun("--uid=nobody", "--gid=nogroup", "-n1", "--diag", "echo", "ran", cwd=locked, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cannot create the diag dir", r.stderr)
+
     def preflight_with(self, fixture, shm_path, shm_min):
         self.configure(f"  preflight:\n    fs_root: {BUILD}/fixtures/{fixture}\n    shm_path: {shm_path}\n"
                        f"    shm_min: {shm_min}\n    memlock: false\n")
