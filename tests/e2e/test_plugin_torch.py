@@ -44,7 +44,7 @@ class TorchDistributed(PluginClusterTest):
         r = self.run_clean("-n1", PYTHON, TORCHRUN, ALLREDUCE, env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
         rows = results(r.stdout)
-        self.assertEqual(sorted(rows), [0, 1, 2, 3])
+        self.assertEqual(sorted(rows), [0, 1, 2, 3], r.stdout + r.stderr[-2000:])
         self.assertTrue(all(kv["sum"] == "10" and kv["world"] == "4" for kv in rows.values()))
 
 

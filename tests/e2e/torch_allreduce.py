@@ -12,8 +12,11 @@ rank, world = dist.get_rank(), dist.get_world_size()
 t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
 want = world * (world + 1) / 2
-print(f"allreduce rank={rank} world={world} local_rank={os.environ.get('LOCAL_RANK')} "
-      f"sum={t.item():g} want={want:g} master={os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} "
-      f"nccl_debug={os.environ.get('NCCL_DEBUG', '-')}", flush=True)
+# One write(2) per line: torchrun's workers share one stdout pipe, and print() may
+# write the text and its newline separately, interleaving with the other workers.
+line = (f"allreduce rank={rank} world={world} local_rank={os.environ.get('LOCAL_RANK')} "
+        f"sum={t.item():g} want={want:g} master={os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} "
+        f"nccl_debug={os.environ.get('NCCL_DEBUG', '-')}\n")
+os.write(1, line.encode())
 dist.destroy_process_group()
 sys.exit(0 if t.item() == want else 1)
