@@ -1,5 +1,7 @@
 #pragma once
 // What every check gets: where to read the kernel from, and the site's expectations.
+#include <chrono>
+
 #include "nodeinfo/config.h"
 #include "nodeinfo/rooted_fs.h"
 
@@ -11,6 +13,9 @@ struct CheckContext {
   // Locality (NUMA, shared PCIe switches) costs an hwloc topology load; only the
   // verbose and JSON reports show it.
   bool want_topology = false;
+  // When the whole run's budget ends: a check that starts a helper (the GPU probe)
+  // gives it no more than what is left, so the helper's timeout is the one reported.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 }  // namespace gpudiag

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "healthcheck/gpu_driver_view.h"
+#include "healthcheck/gpu_probe.h"
+
 namespace gpudiag {
 namespace {
 
@@ -103,9 +106,33 @@ void add_locality(CheckResult& out, const PciInventory& pci, const IbInventory& 
   out.details["nics"] = std::move(nics_json);
 }
 
+static int count_gpus(const PciInventory& pci) {
+  int n = 0;
+  for (const auto& dev : pci.devices) n += dev.is_nvidia_gpu();
+  return n;
+}
+
 CheckResult run_gpu_check(const CheckContext& ctx) {
   PciInventory pci = discover_pci(ctx.fs);
   CheckResult out = evaluate_gpu(pci, ctx.cfg.gpu);
+  const int pci_gpus = count_gpus(pci);
+  // Under --fs-root the PCI view is a fixture and the driver is this machine's: they
+  // describe different nodes, so only a configured stand-in probe is asked.
+  const bool fixture = ctx.fs.root() != "/";
+  if (pci.error.empty() && (pci_gpus > 0 || !ctx.cfg.gpu.expects_none()) && !(fixture && ctx.cfg.gpu.probe.empty())) {
+    ProbeOutcome probe = run_probe(ctx, "devices", {});
+    if (probe.ok()) {
+      out.summary += ", " + add_driver_view(out, probe.data, pci_gpus, ctx.cfg.gpu);
+    } else if (pci_gpus == 0 && probe.failure->status == Status::unknown) {
+      // No GPU on PCI and no driver: nothing the driver could add.
+      out.add({"driver", Status::ok, probe.failure->message, ""});
+    } else {
+      out.add(*probe.failure);
+      out.summary += ", driver not queried";
+    }
+  } else if (fixture && ctx.cfg.gpu.probe.empty()) {
+    out.add({"driver", Status::ok, "driver not queried: --fs-root is a copy of /sys, and the driver cannot be redirected", ""});
+  }
   if (ctx.want_topology && pci.error.empty()) add_locality(out, pci, discover_ib(ctx.fs), load_pci_locality(ctx.fs.root()));
   return out;
 }

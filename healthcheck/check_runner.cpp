@@ -13,6 +13,8 @@
 #include "healthcheck/check_gpu.h"
 #include "healthcheck/check_ib.h"
 #include "healthcheck/check_iommu.h"
+#include "healthcheck/check_nccl.h"
+#include "healthcheck/check_p2p.h"
 
 namespace gpudiag {
 namespace {
@@ -62,7 +64,8 @@ const std::vector<std::string>& quick_checks() {
 
 const CheckTable& builtin_checks() {
   static const CheckTable kTable = {
-      {"ib", run_ib_check}, {"acs", run_acs_check}, {"iommu", run_iommu_check}, {"gpu", run_gpu_check}};
+      {"ib", run_ib_check}, {"acs", run_acs_check}, {"iommu", run_iommu_check}, {"gpu", run_gpu_check},
+      {"p2p", run_p2p_check}, {"nccl", run_nccl_check}};
   return kTable;
 }
 
@@ -73,12 +76,16 @@ RunOutcome run_checks(const CheckContext& ctx, const RunOptions& opts, const std
   const auto t0 = Clock::now();
   const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.timeout_s));
 
+  CheckContext timed = ctx;
+  timed.deadline = deadline;
   auto shared = std::make_shared<Shared>();
   // The table is copied: after a timeout the worker outlives this call.
-  std::thread worker([shared, &ctx, checks = opts.checks, table] {
+  // The context is copied too (it holds references to what the caller keeps alive
+  // until exit, which is how an abandoned worker is handled).
+  std::thread worker([shared, timed, checks = opts.checks, table] {
     for (const auto& name : checks) {
       auto c0 = Clock::now();
-      CheckResult r = run_one(name, ctx, table);
+      CheckResult r = run_one(name, timed, table);
       r.name = name;
       r.duration_ms = ms_since(c0);
       std::lock_guard lock(shared->mu);

@@ -25,6 +25,15 @@ std::string format_human(const Report& r, bool verbose, bool color) {
       out += fmt::format("      {} {}\n", paint(f.status, fmt::format("{:<8}", status_label(f.status)), color), f.message);
       if (!f.hint.empty() && f.status != Status::ok) out += fmt::format("               fix: {}\n", f.hint);
     }
+    if (verbose && !c.text.empty()) {
+      std::size_t start = 0;
+      while (start < c.text.size()) {
+        std::size_t nl = c.text.find('\n', start);
+        if (nl == std::string::npos) nl = c.text.size();
+        out += "        " + c.text.substr(start, nl - start) + "\n";
+        start = nl + 1;
+      }
+    }
   }
   return out;
 }

@@ -35,6 +35,7 @@ struct CheckResult {
   double duration_ms = 0;
   std::vector<Finding> findings;  // OK findings describe what was seen (verbose, JSON)
   nlohmann::json details;         // structured extras for JSON, e.g. PCI locality
+  std::string text;               // a preformatted block (the P2P matrix) for verbose output
 
   void add(Finding f);
   // The worst finding, or nullptr when all are OK.

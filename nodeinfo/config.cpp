@@ -151,6 +151,66 @@ void read_ib(const Reader& r, const YAML::Node& n, IbExpect& ib) {
   if (n["exclude"]) ib.exclude = r.list(n["exclude"], "ib.exclude");
 }
 
+// A byte size such as 1G or 256M within [lo, hi].
+unsigned long long read_size(const Reader& r, const YAML::Node& n, const std::string& key, unsigned long long lo,
+                             unsigned long long hi) {
+  auto v = parse_size(r.scalar(n, key));
+  if (!v) r.fail(n, "'" + key + "' must be a size such as 1G or 256M");
+  if (*v < lo || *v > hi) r.fail(n, "'" + key + "' is out of range");
+  return *v;
+}
+
+void read_gpu(const Reader& r, const YAML::Node& n, GpuExpect& g) {
+  r.require_map(n, "gpu");
+  r.only_keys(n, "gpu.", {"count", "model", "probe", "probe_timeout", "libraries"});
+  if (n["count"]) g.count = r.numeric(n["count"], "gpu.count", 0, 64);
+  if (n["model"]) g.model = r.scalar(n["model"], "gpu.model");
+  if (n["probe"]) g.probe = r.absolute_path(n["probe"], "gpu.probe");
+  if (n["probe_timeout"]) {
+    g.probe_timeout_s = r.seconds(n["probe_timeout"], "gpu.probe_timeout");
+    if (g.probe_timeout_s < 1) r.fail(n["probe_timeout"], "'gpu.probe_timeout' must be at least 1s");
+  }
+  if (auto libs = n["libraries"]) {
+    r.require_map(libs, "gpu.libraries");
+    r.only_keys(libs, "gpu.libraries.", {"nvml", "cuda", "nccl"});
+    if (libs["nvml"]) g.libraries.nvml = r.absolute_path(libs["nvml"], "gpu.libraries.nvml");
+    if (libs["cuda"]) g.libraries.cuda = r.absolute_path(libs["cuda"], "gpu.libraries.cuda");
+    if (libs["nccl"]) g.libraries.nccl = r.absolute_path(libs["nccl"], "gpu.libraries.nccl");
+  }
+}
+
+void read_p2p(const Reader& r, const YAML::Node& n, P2pSettings& p) {
+  r.require_map(n, "p2p");
+  r.only_keys(n, "p2p.", {"expect", "bandwidth", "min_bandwidth", "copy_bytes"});
+  if (n["expect"]) p.expect = r.one_of(n["expect"], "p2p.expect", {"ok", "nvlink", "any"});
+  if (n["bandwidth"]) p.bandwidth = r.boolean(n["bandwidth"], "p2p.bandwidth");
+  if (n["min_bandwidth"]) p.min_bandwidth_gbps = r.numeric(n["min_bandwidth"], "p2p.min_bandwidth", 0.0, 100000.0);
+  if (n["copy_bytes"]) p.copy_bytes = read_size(r, n["copy_bytes"], "p2p.copy_bytes", 1 << 20, 16ull << 30);
+}
+
+void read_nccl(const Reader& r, const YAML::Node& n, NcclCheckSettings& c) {
+  r.require_map(n, "nccl");
+  r.only_keys(n, "nccl.", {"bytes", "iters", "warmup", "min_bandwidth"});
+  if (n["bytes"]) c.bytes = read_size(r, n["bytes"], "nccl.bytes", 1 << 20, 64ull << 30);
+  if (n["iters"]) c.iters = r.numeric(n["iters"], "nccl.iters", 1, 10000);
+  if (n["warmup"]) c.warmup = r.numeric(n["warmup"], "nccl.warmup", 0, 10000);
+  if (auto rules = n["min_bandwidth"]) {
+    if (!rules.IsSequence()) r.fail(rules, "'nccl.min_bandwidth' must be a list of {model, gpus, busbw} entries");
+    for (const auto& item : rules) {
+      r.require_map(item, "nccl.min_bandwidth[]");
+      r.only_keys(item, "nccl.min_bandwidth[].", {"model", "gpus", "busbw", "algbw"});
+      BandwidthRule rule;
+      rule.line = item.Mark().line + 1;
+      if (item["model"]) rule.model = r.scalar(item["model"], "nccl.min_bandwidth[].model");
+      if (item["gpus"]) rule.gpus = r.numeric(item["gpus"], "nccl.min_bandwidth[].gpus", 1, 64);
+      if (item["busbw"]) rule.busbw_gbps = r.numeric(item["busbw"], "nccl.min_bandwidth[].busbw", 0.0, 100000.0);
+      if (item["algbw"]) rule.algbw_gbps = r.numeric(item["algbw"], "nccl.min_bandwidth[].algbw", 0.0, 100000.0);
+      if (!rule.busbw_gbps && !rule.algbw_gbps) r.fail(item, "a 'nccl.min_bandwidth' entry needs busbw or algbw (GB/s)");
+      c.min_bandwidth.push_back(rule);
+    }
+  }
+}
+
 void read_failfast(const Reader& r, const YAML::Node& n, FailFastSettings& f) {
   r.require_map(n, "plugin.failfast");
   r.only_keys(n, "plugin.failfast.", {"enabled", "async_error_handling", "dump_on_timeout", "flight_recorder_entries",
@@ -259,7 +319,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
     YAML::Node root = YAML::Load(std::string(yaml_text));
     if (root.IsNull()) return cfg;  // an empty file: all defaults
     r.require_map(root, "the top level");
-    r.only_keys(root, "", {"health", "ib", "acs", "iommu", "gpu", "plugin"});
+    r.only_keys(root, "", {"health", "ib", "acs", "iommu", "gpu", "p2p", "nccl", "plugin"});
     if (root["health"]) read_health(r, root["health"], cfg.health);
     if (root["ib"]) read_ib(r, root["ib"], cfg.ib);
     if (auto n = root["acs"]) {
@@ -275,11 +335,9 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
       if (n["policy"]) cfg.iommu.policy = r.policy(n["policy"], "iommu.policy");
     }
     if (root["plugin"]) read_plugin(r, root["plugin"], cfg.plugin);
-    if (auto n = root["gpu"]) {
-      r.require_map(n, "gpu");
-      r.only_keys(n, "gpu.", {"count"});
-      if (n["count"]) cfg.gpu.count = r.numeric(n["count"], "gpu.count", 0, 64);
-    }
+    if (root["gpu"]) read_gpu(r, root["gpu"], cfg.gpu);
+    if (root["p2p"]) read_p2p(r, root["p2p"], cfg.p2p);
+    if (root["nccl"]) read_nccl(r, root["nccl"], cfg.nccl);
   } catch (const ConfigError& e) {
     return Result<Config>::failure(e.what());
   } catch (const YAML::Exception& e) {

@@ -37,8 +37,45 @@ struct IommuSettings {
   Policy policy = Policy::warning;                          // for any other mode
 };
 
+// Libraries the GPU probe dlopens; empty means its standard search (soname, then the
+// usual driver and toolkit directories).
+struct GpuLibraries {
+  std::string nvml, cuda, nccl;
+};
+
 struct GpuExpect {
-  std::optional<int> count;
+  std::optional<int> count;     // NVIDIA GPUs on PCI and seen by the driver; 0: a CPU node
+  std::string model;            // fnmatch pattern on NVML's name, e.g. "*H100*"; empty: any
+  std::string probe;            // gpudiag-gpu-probe; empty: ../libexec/gpudiag/ from gpudiag-health
+  double probe_timeout_s = 40;  // per probe run, capped by what is left of health.timeout
+  GpuLibraries libraries;
+  bool expects_none() const { return count && *count == 0; }
+};
+
+// The p2p check: NVML's P2P status for every GPU pair.
+struct P2pSettings {
+  // ok: READ and WRITE are OK for every pair; nvlink: NVLINK is OK too; any: report only.
+  std::string expect = "ok";
+  bool bandwidth = false;           // also time cuMemcpyPeer for every ordered pair
+  double min_bandwidth_gbps = 0;    // a pair below this is CRITICAL (0: report only)
+  unsigned long long copy_bytes = 256ull << 20;
+};
+
+// A minimum all_reduce bandwidth for GPUs whose name matches `model` (fnmatch), and
+// for exactly `gpus` of them when given.
+struct BandwidthRule {
+  std::string model = "*";
+  std::optional<int> gpus;
+  std::optional<double> busbw_gbps, algbw_gbps;
+  int line = 0;  // in the config, for messages
+};
+
+// The nccl check: one all_reduce size, gated against the first rule that fits.
+struct NcclCheckSettings {
+  unsigned long long bytes = 1ull << 30;  // per rank, as nccl-tests' -b/-e
+  int iters = 20;
+  int warmup = 5;
+  std::vector<BandwidthRule> min_bandwidth;
 };
 
 struct HealthSettings {
@@ -107,6 +144,8 @@ struct Config {
   AcsSettings acs;
   IommuSettings iommu;
   GpuExpect gpu;
+  P2pSettings p2p;
+  NcclCheckSettings nccl;
   PluginSettings plugin;
 };
 

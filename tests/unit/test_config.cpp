@@ -78,3 +78,39 @@ TEST(Config, OutputPrefixSettings) {
   EXPECT_FALSE(parse_config("plugin:\n  prefix_format: \"a\\tb\"\n", "c"));            // control character
   EXPECT_FALSE(parse_config("plugin:\n  prefix_format: " + std::string(200, 'x') + "\n", "c"));  // too long
 }
+
+TEST(Config, GpuP2pAndNcclSections) {
+  auto cfg = parse_config(
+      "gpu:\n  count: 8\n  model: '*H100*'\n  probe_timeout: 20s\n  libraries: {nvml: /opt/nvml.so}\n"
+      "p2p: {expect: nvlink, bandwidth: true, min_bandwidth: 100}\n"
+      "nccl:\n  bytes: 512M\n  iters: 10\n  min_bandwidth:\n    - {model: '*H100*', gpus: 8, busbw: 360}\n"
+      "    - {model: '*', algbw: 50}\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_EQ(cfg->gpu.model, "*H100*");
+  EXPECT_EQ(cfg->gpu.probe_timeout_s, 20);
+  EXPECT_EQ(cfg->gpu.libraries.nvml, "/opt/nvml.so");
+  EXPECT_EQ(cfg->p2p.expect, "nvlink");
+  EXPECT_TRUE(cfg->p2p.bandwidth);
+  EXPECT_EQ(cfg->nccl.bytes, 512ull << 20);
+  ASSERT_EQ(cfg->nccl.min_bandwidth.size(), 2u);
+  EXPECT_EQ(cfg->nccl.min_bandwidth[0].gpus, 8);
+  EXPECT_EQ(cfg->nccl.min_bandwidth[0].line, 11);
+  EXPECT_EQ(cfg->nccl.min_bandwidth[1].algbw_gbps, 50);
+}
+
+TEST(Config, GpuSectionErrorsNameKeyAndLine) {
+  struct Bad {
+    const char* yaml;
+    const char* message;
+  };
+  for (const Bad& b : {Bad{"p2p: {expect: pcie}\n", "t.yaml:1: 'p2p.expect' is 'pcie' (expected one of: ok, nvlink, any)"},
+                       Bad{"nccl:\n  min_bandwidth:\n    - {model: x}\n", "t.yaml:3: a 'nccl.min_bandwidth' entry needs busbw"},
+                       Bad{"nccl: {bytes: lots}\n", "t.yaml:1: 'nccl.bytes' must be a size"},
+                       Bad{"gpu: {libraries: {nvml: libnvidia-ml.so.1}}\n", "'gpu.libraries.nvml' must be an absolute path"},
+                       Bad{"gpu: {probe_timeout: 0s}\n", "'gpu.probe_timeout' must be at least 1s"}}) {
+    auto cfg = parse_config(b.yaml, "t.yaml");
+    ASSERT_FALSE(cfg) << b.yaml;
+    EXPECT_NE(cfg.error().find(b.message), std::string::npos) << cfg.error();
+  }
+}

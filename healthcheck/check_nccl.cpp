@@ -1,0 +1,109 @@
+#include "healthcheck/check_nccl.h"
+
+#include <fmt/format.h>
+
+#include "healthcheck/bandwidth_rules.h"
+#include "healthcheck/gpu_probe.h"
+#include "nodeinfo/bus_bandwidth.h"
+
+namespace gpudiag {
+
+std::string size_text(unsigned long long bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt::format("{} {}", bytes, units[u]);
+}
+
+CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s) {
+  CheckResult out;
+  out.name = "nccl";
+  const nlohmann::json* result = nullptr;
+  if (data.contains("results") && data["results"].is_array() && !data["results"].empty() &&
+      data["results"][0].is_object())
+    result = &data["results"][0];
+  const int ranks = data.contains("gpus") && data["gpus"].is_array() ? static_cast<int>(data["gpus"].size()) : 0;
+  if (!result || ranks == 0 || !(*result).contains("time_us") || !(*result)["time_us"].is_number() ||
+      !(*result).contains("bytes") || !(*result)["bytes"].is_number_unsigned()) {
+    out.add({"probe", Status::unknown, "the GPU probe's all_reduce result is missing or malformed", "this is a gpudiag bug"});
+    out.summary = "unreadable";
+    return out;
+  }
+  const auto bytes = (*result)["bytes"].get<unsigned long long>();
+  const double seconds = (*result)["time_us"].get<double>() * 1e-6;
+  const double algbw = algbw_gbps(static_cast<double>(bytes), seconds);
+  const double busbw = allreduce_busbw_gbps(algbw, ranks);
+  const std::string version = data.value("nccl_version", std::string("?"));
+  std::string model = "unknown";
+  if (data["gpus"][0].is_object() && data["gpus"][0].contains("name") && data["gpus"][0]["name"].is_string())
+    model = data["gpus"][0]["name"].get<std::string>();
+  const std::string where = fmt::format("{} x {}", ranks, model);
+
+  if (!(*result).value("correct", false))
+    out.add({"allreduce", Status::critical,
+             fmt::format("all_reduce gave wrong results on {}: {}", where, (*result).value("mismatch", std::string("?"))),
+             "a GPU or link corrupts data: run `dcgmi diag -r 3` and replace the GPU it names"});
+
+  const BandwidthRule* rule = choose_bandwidth_rule(s.min_bandwidth, model, ranks);
+  if (!rule) {
+    out.add({"threshold", Status::ok,
+             fmt::format("no nccl.min_bandwidth entry for {}: bandwidth is reported, not gated", where), ""});
+  } else {
+    const std::string src = fmt::format("nccl.min_bandwidth, config line {}", rule->line);
+    bool gated = false;
+    if (rule->busbw_gbps && ranks > 1) {
+      gated = true;
+      if (busbw < *rule->busbw_gbps)
+        out.add({"busbw", Status::critical,
+                 fmt::format("all_reduce busbw {:.1f} GB/s at {} on {}, below {:g} ({})", busbw, size_text(bytes), where,
+                             *rule->busbw_gbps, src),
+                 "a slow NVLink/NVSwitch or PCIe path: run the p2p check, look at `nvidia-smi nvlink -s` and "
+                 "`nvidia-smi topo -m`, and check clocks and thermals"});
+    }
+    if (rule->algbw_gbps) {
+      gated = true;
+      if (algbw < *rule->algbw_gbps)
+        out.add({"algbw", Status::critical,
+                 fmt::format("all_reduce algbw {:.1f} GB/s at {} on {}, below {:g} ({})", algbw, size_text(bytes), where,
+                             *rule->algbw_gbps, src),
+                 "the GPUs or links are slower than expected: look at clocks, thermals and `nvidia-smi topo -m`"});
+    }
+    if (!gated)
+      out.add({"threshold", Status::ok,
+               fmt::format("the busbw threshold ({}) does not apply: busbw is undefined with one GPU; give algbw to gate "
+                           "single-GPU nodes",
+                           src),
+               ""});
+  }
+  out.summary = ranks > 1 ? fmt::format("NCCL {}, {}: busbw {:.1f} GB/s, algbw {:.1f} GB/s at {}", version, where,
+                                        busbw, algbw, size_text(bytes))
+                          : fmt::format("NCCL {}, {}: algbw {:.1f} GB/s at {} (busbw is undefined with one GPU)",
+                                        version, where, algbw, size_text(bytes));
+  if ((*result).value("correct", false)) out.summary += ", results correct";
+  out.details = data;
+  out.details["algbw_gbps"] = algbw;
+  out.details["busbw_gbps"] = ranks > 1 ? nlohmann::json(busbw) : nlohmann::json(nullptr);
+  return out;
+}
+
+CheckResult run_nccl_check(const CheckContext& ctx) {
+  const auto& s = ctx.cfg.nccl;
+  ProbeOutcome probe = run_probe(ctx, "allreduce",
+                                 {"--sizes", std::to_string(s.bytes), "--iters", std::to_string(s.iters), "--warmup",
+                                  std::to_string(s.warmup)});
+  if (!probe.ok()) {
+    CheckResult out;
+    out.name = "nccl";
+    out.add(*probe.failure);
+    out.summary = probe.failure->status == Status::ok ? "no GPUs expected" : "not measured";
+    if (probe.data.contains("nccl_version"))
+      out.summary += ", NCCL " + probe.data["nccl_version"].get<std::string>();
+    return out;
+  }
+  return evaluate_nccl(probe.data, ctx.cfg.nccl);
+}
+
+}  // namespace gpudiag

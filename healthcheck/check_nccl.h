@@ -1,0 +1,19 @@
+#pragma once
+// The nccl check: one all_reduce across every local GPU in one process, with
+// nccl-tests' algbw and busbw, a check of the reduced values, and a threshold per GPU
+// model and count (nccl.min_bandwidth).
+#include <nlohmann/json.hpp>
+
+#include "healthcheck/check_context.h"
+#include "healthcheck/report.h"
+
+namespace gpudiag {
+
+// Pure: the probe's "allreduce" object against the settings. Bandwidth is recomputed
+// here from bytes and time, so the formula lives in one tested place.
+CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s);
+CheckResult run_nccl_check(const CheckContext& ctx);
+// "1 GiB", "8 MiB", "1536 B"
+std::string size_text(unsigned long long bytes);
+
+}  // namespace gpudiag
