@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -25,6 +26,7 @@ extern "C" {
 #include "spank/nccl_defaults.h"
 #include "spank/output_relay.h"
 #include "spank/preflight.h"
+#include "spank/step_summary.h"
 #include "spank/plugin_args.h"
 
 // SPANK_PLUGIN() gives these internal linkage in C++: declare them by hand.
@@ -52,6 +54,9 @@ struct State {
   std::string diag_arg;     // its argument
   std::string ib_hca;       // NCCL_IB_HCA=auto, resolved once per step and node
   gpudiag::EnvList nccl_env;
+  // srun only: which step this is, for the summary at its end.
+  std::uint32_t job_id = 0, step_id = 0;
+  bool have_step = false;
 };
 State g;
 
@@ -377,6 +382,37 @@ int slurm_spank_user_init(spank_t, int, char**) {
     // Once per step and node, before the tasks fork: they inherit the result.
     gpudiag::RootedFs fs("/");
     g.nccl_env = gpudiag::nccl_defaults(g.cfg.plugin, gpudiag::discover_ib(fs), g.cfg.ib);
+    return 0;
+  });
+}
+
+int slurm_spank_local_user_init(spank_t sp, int, char**) {
+  return guarded("local user init", 0, [&] {
+    if (spank_context() != S_CTX_LOCAL) return 0;
+    g.have_step = spank_get_item(sp, S_JOB_ID, &g.job_id) == ESPANK_SUCCESS &&
+                  spank_get_item(sp, S_JOB_STEPID, &g.step_id) == ESPANK_SUCCESS;
+    return 0;
+  });
+}
+
+// srun, after the step: what NCCL did, from the logs the tasks wrote (issue 7).
+int slurm_spank_exit(spank_t, int, char**) {
+  return guarded("exit", 0, [&] {
+    if (spank_context() != S_CTX_LOCAL || !g.diag.enabled || !g.have_step) return 0;
+    std::string dir = g.diag.dir;
+    if (dir.empty()) {
+      // The tasks' rule: $SLURM_SUBMIT_DIR, which srun sets from its own directory.
+      const char* submit = std::getenv("SLURM_SUBMIT_DIR");
+      std::string base = submit ? submit : "";
+      if (base.empty()) {
+        char cwd[4096];
+        base = ::getcwd(cwd, sizeof cwd) ? cwd : "/tmp";
+      }
+      dir = base + "/gpudiag-" + std::to_string(g.job_id) + "." + std::to_string(g.step_id);
+    }
+    std::string text = gpudiag::nccl_step_summary(dir);
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
     return 0;
   });
 }

@@ -1,4 +1,5 @@
-// gpudiag: the user's command. `gpudiag stacks JOB[.STEP]` collects, from every node of
+// gpudiag: the user's command. `gpudiag nccl-log FILE|DIR...` explains NCCL debug logs
+// (nccllog/). `gpudiag stacks JOB[.STEP]` collects, from every node of
 // a running job, what the hang watchdog writes: each process's tree, state, wchan and
 // stacks. It runs one task per node inside the job (srun --overlap --jobid), so no
 // ssh and no privileges are needed; there each task runs `gpudiag stacks --local`.
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "nccllog/nccl_log_command.h"
 #include "spank/stack_report.h"
 #include "stacks/step_processes.h"
 
@@ -62,10 +64,20 @@ int main(int argc, char** argv) {
   stacks->add_option("job", job, "JOBID or JOBID.STEPID")->required();
   stacks->add_flag("--local", local, "only this node (what each node runs)");
   stacks->add_option("--tool-timeout", timeout, "seconds for each py-spy/eu-stack/gdb call")->check(CLI::Range(1.0, 600.0));
+  gpudiag::NcclLogCommand nccl_log;
+  auto* nccl_log_cmd = gpudiag::add_nccl_log_command(app, nccl_log);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 3;
+  }
+  if (nccl_log_cmd->parsed()) {
+    try {
+      return gpudiag::run_nccl_log_command(nccl_log);
+    } catch (const std::exception& e) {
+      std::cerr << "gpudiag nccl-log: internal error: " << e.what() << "\n";
+      return 3;
+    }
   }
   auto id = gpudiag::parse_step_id(job);
   if (!id) {

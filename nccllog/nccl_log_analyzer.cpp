@@ -1,0 +1,186 @@
+#include "nccllog/nccl_log_analyzer.h"
+
+#include <algorithm>
+
+#include "nccllog/nccl_log_facts.h"
+#include "nccllog/nccl_log_line.h"
+
+namespace gpudiag {
+namespace {
+
+// Pointers and addresses differ on every rank: blank them so that one problem on
+// many ranks is one group.
+std::string normalise_warning(std::string_view msg) {
+  std::string out;
+  out.reserve(std::min<std::size_t>(msg.size(), 240));
+  for (std::size_t i = 0; i < msg.size() && out.size() < 240; ++i) {
+    if (msg[i] == '0' && i + 1 < msg.size() && msg[i + 1] == 'x') {
+      out += "0x?";
+      i += 2;
+      while (i < msg.size() && std::isxdigit(static_cast<unsigned char>(msg[i]))) ++i;
+      --i;
+    } else if (static_cast<unsigned char>(msg[i]) < 0x20) {
+      out += ' ';
+    } else {
+      out += msg[i];
+    }
+  }
+  return out;
+}
+
+void add_unique(std::vector<std::string>& v, std::string s) {
+  if (std::find(v.begin(), v.end(), s) == v.end() && v.size() < 64) v.push_back(std::move(s));
+}
+
+}  // namespace
+
+const CommInfo* NcclProcess::world() const {
+  const CommInfo* best = nullptr;
+  for (const auto& [ptr, c] : comms)
+    if (!best || c.nranks > best->nranks) best = &c;
+  return best;
+}
+
+std::string NcclProcess::label() const {
+  const CommInfo* w = world();
+  return w && w->rank >= 0 ? host + ":" + std::to_string(w->rank) : host + ":pid" + pid;
+}
+
+NcclProcess& NcclLogAnalyzer::process(std::string_view host, std::string_view pid, std::string_view source) {
+  key_.assign(host);
+  key_ += ':';
+  key_.append(pid);
+  auto it = procs_.find(key_);
+  if (it != procs_.end()) return it->second;
+  NcclProcess p;
+  p.host = std::string(host);
+  p.pid = std::string(pid);
+  p.source = std::string(source);
+  return procs_.emplace(key_, std::move(p)).first->second;
+}
+
+void NcclLogAnalyzer::note_warning(std::string_view msg, const std::string& key) {
+  std::string text = normalise_warning(msg);
+  auto it = warns_.find(text);
+  if (it == warns_.end()) {
+    if (warns_.size() >= kMaxWarnGroups) {
+      ++out_.warn_groups_dropped;
+      return;
+    }
+    it = warns_.emplace(text, WarnGroup{text, 0, {}, {}}).first;
+  }
+  ++it->second.count;
+  if (it->second.keys.size() < 4096) it->second.keys.insert(key);
+}
+
+void NcclLogAnalyzer::note_collective(NcclProcess& p, const std::string& key, std::string_view name,
+                                      std::string_view op_count, std::string_view comm) {
+  ++p.collectives[std::string(name)];
+  // Only calls on one communicator are comparable. commId names it across ranks (NCCL
+  // 2.13+); before that, the comm's size does when the process has one comm that size.
+  auto c = p.comms.find(std::string(comm));
+  if (c == p.comms.end()) return;
+  std::string group = c->second.comm_id;
+  if (group.empty()) {
+    int same = 0;
+    for (const auto& [ptr, other] : p.comms) same += other.nranks == c->second.nranks;
+    if (same != 1) return;
+    group = "nranks=" + std::to_string(c->second.nranks);
+  }
+  auto op = std::make_pair(group, std::string(op_count));
+  auto it = ops_.find(op);
+  if (it == ops_.end()) {
+    if (ops_.size() >= kMaxTrackedOps) ops_.erase(ops_.begin());
+    ops_.emplace(op, std::make_pair(key, std::string(name)));
+    return;
+  }
+  if (it->second.second == name || it->second.first == key) return;
+  auto& m = mismatches_[op];
+  if (m.calls.empty()) {
+    m.group = group;
+    m.op_count = std::string(op_count);
+    m.calls.emplace_back(it->second.first, it->second.second);
+  }
+  if (m.calls.size() < 64) m.calls.emplace_back(key, std::string(name));
+}
+
+void NcclLogAnalyzer::add_line(std::string_view line, std::string_view source) {
+  ++out_.lines;
+  auto parsed = parse_nccl_line(line);
+  if (!parsed) return;
+  ++out_.nccl_lines;
+  const NcclLine& l = *parsed;
+  NcclProcess& p = process(l.host, l.pid, source);
+  const std::string& key = key_;
+  ++p.lines;
+  const std::string_view m = l.msg;
+  if (l.level == NcclLevel::warn) {
+    ++p.warnings;
+    note_warning(m, key);
+  }
+  if (auto v = nccl_version_of(m)) {
+    p.version = std::string(*v);
+  } else if (auto n = network_of(m)) {
+    p.network = std::string(*n);
+  } else if (auto u = net_using_of(m)) {
+    for (const auto& d : u->devices)
+      add_unique(u->ib ? p.ib_devices : p.socket_devices, u->ib ? d.name + ":" + d.port + "/" + d.link_layer : d.name);
+    if (!u->oob.empty()) p.oob = u->oob;
+  } else if (auto b = bootstrap_iface_of(m)) {
+    if (p.oob.empty()) p.oob = std::string(*b);
+  } else if (auto pl = net_plugin_of(m)) {
+    p.plugin = *pl;
+  } else if (auto t = channel_transport_of(m)) {
+    ++p.transports[*t];
+  } else if (auto ci = comm_init_of(m)) {
+    CommInfo& c = p.comms[ci->comm];
+    if (!ci->comm_id.empty()) c.comm_id = ci->comm_id;
+    c.rank = ci->rank;
+    c.nranks = ci->nranks;
+    c.started |= ci->start;
+    c.complete |= ci->complete;
+  } else if (auto coll = collective_of(m)) {
+    note_collective(p, key, coll->name, coll->op_count, coll->comm);
+  }
+  if (auto e = ib_completion_error_of(m)) ++p.ib_errors[*e];
+  if (l.level == NcclLevel::warn || l.level == NcclLevel::info) {
+    if (is_shm_failure(m)) p.shm_failed = true;
+    if (is_reg_mr_failure(m)) p.reg_mr_failed = true;
+    if (is_p2p_disabled(m)) p.p2p_disabled = true;
+    if (is_duplicate_gpu(m)) p.duplicate_gpu = true;
+  }
+}
+
+NcclLogAnalysis NcclLogAnalyzer::finish() {
+  NcclLogAnalysis out = std::move(out_);
+  std::map<std::string, std::string> labels;
+  for (auto& [key, p] : procs_) labels[key] = p.label();
+  for (auto& [key, p] : procs_) out.processes.push_back(std::move(p));
+  std::sort(out.processes.begin(), out.processes.end(), [](const NcclProcess& a, const NcclProcess& b) {
+    const CommInfo* wa = a.world();
+    const CommInfo* wb = b.world();
+    int ra = wa ? wa->rank : 1 << 30, rb = wb ? wb->rank : 1 << 30;
+    if (ra != rb) return ra < rb;
+    if (a.host != b.host) return a.host < b.host;
+    return a.pid < b.pid;
+  });
+  for (auto& [text, w] : warns_) {
+    for (const auto& k : w.keys) w.who.insert(labels.count(k) ? labels[k] : k);
+    w.keys.clear();
+    out.warnings.push_back(std::move(w));
+  }
+  std::stable_sort(out.warnings.begin(), out.warnings.end(),
+                   [](const WarnGroup& a, const WarnGroup& b) { return a.count > b.count; });
+  for (auto& [op, m] : mismatches_) {
+    for (auto& c : m.calls) c.first = labels.count(c.first) ? labels[c.first] : c.first;
+    out.mismatches.push_back(std::move(m));
+  }
+  procs_.clear();
+  warns_.clear();
+  ops_.clear();
+  mismatches_.clear();
+  out_ = NcclLogAnalysis{};
+  return out;
+}
+
+}  // namespace gpudiag

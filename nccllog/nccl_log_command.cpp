@@ -1,0 +1,65 @@
+#include "nccllog/nccl_log_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "nccllog/nccl_log_reader.h"
+#include "nccllog/nccl_log_report.h"
+#include "nodeinfo/duration.h"
+#include "nodeinfo/ib_discovery.h"
+
+namespace gpudiag {
+
+CLI::App* add_nccl_log_command(CLI::App& app, NcclLogCommand& cmd) {
+  auto* sub = app.add_subcommand("nccl-log", "explain what NCCL did, from NCCL_DEBUG logs (files or directories)");
+  sub->add_option("paths", cmd.paths, "log files, or directories holding nccl* / *.log files (a --diag dir)")
+      ->required();
+  sub->add_flag("--json", cmd.json, "print JSON instead of the report");
+  sub->add_option("--fs-root", cmd.fs_root, "read this host's IB ports under DIR (to spot Socket chosen over IB)");
+  sub->add_option("--max-bytes", cmd.max_bytes, "stop after reading this much, e.g. 2G (default: everything)");
+  return sub;
+}
+
+std::set<std::string> local_hosts_with_active_ib(const std::string& fs_root) {
+  std::set<std::string> out;
+  IbInventory ib = discover_ib(RootedFs(fs_root));
+  bool active = false;
+  for (const auto& h : ib.hcas)
+    for (const auto& p : h.ports) active |= p.is_up();
+  if (!active) return out;
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  std::string host = buf;
+  out.insert(host.substr(0, host.find('.')));
+  out.insert(host);
+  return out;
+}
+
+int run_nccl_log_command(const NcclLogCommand& cmd) {
+  ReadLimits limits;
+  if (!cmd.max_bytes.empty()) {
+    auto v = parse_size(cmd.max_bytes);
+    if (!v || *v == 0) {
+      std::cerr << "gpudiag nccl-log: --max-bytes '" << cmd.max_bytes << "' is not a size such as 512M or 2G\n";
+      return 3;
+    }
+    limits.max_total_bytes = *v;
+  }
+  NcclLogAnalyzer analyzer;
+  read_nccl_logs(analyzer, cmd.paths, limits);
+  NcclLogAnalysis a = analyzer.finish();
+  auto problems = diagnose(a, local_hosts_with_active_ib(cmd.fs_root));
+  if (cmd.json) std::cout << nccl_report_json(a, problems).dump(2) << "\n";
+  else std::cout << format_nccl_report(a, problems);
+  std::cout.flush();
+  if (a.files.empty()) {
+    for (const auto& e : a.read_errors) std::cerr << "gpudiag nccl-log: cannot read " << e << "\n";
+    std::cerr << "gpudiag nccl-log: no log file could be read (give NCCL_DEBUG_FILE outputs or a --diag dir)\n";
+    return 3;
+  }
+  return nccl_log_exit_code(a, problems);
+}
+
+}  // namespace gpudiag

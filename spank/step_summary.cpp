@@ -1,0 +1,57 @@
+#include "spank/step_summary.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "nccllog/nccl_log_command.h"
+#include "nccllog/nccl_log_reader.h"
+#include "nccllog/nccl_log_report.h"
+
+namespace gpudiag {
+namespace {
+
+constexpr std::uint64_t kSummaryBytes = 256ull << 20;
+
+std::string short_host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  std::string h = buf;
+  return h.substr(0, h.find('.'));
+}
+
+bool has_nccl_logs(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return false;
+  bool found = false;
+  while (dirent* e = ::readdir(d))
+    if (std::strncmp(e->d_name, "nccl.", 5) == 0) found = true;
+  ::closedir(d);
+  return found;
+}
+
+}  // namespace
+
+std::string nccl_step_summary(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return "gpudiag: the diag dir " + dir + " cannot be seen from " + short_host() +
+           " (where srun runs): run `gpudiag nccl-log " + dir + "` on a node that has it\n";
+  if (!has_nccl_logs(dir))
+    return "gpudiag: no NCCL logs in " + dir + " (the step did not use NCCL, or it is not visible from " +
+           short_host() + ")\n";
+  NcclLogAnalyzer analyzer;
+  ReadLimits limits;
+  limits.max_total_bytes = kSummaryBytes;
+  read_nccl_logs(analyzer, {dir}, limits);
+  NcclLogAnalysis a = analyzer.finish();
+  auto problems = diagnose(a, local_hosts_with_active_ib("/"));
+  std::string out = nccl_summary_line(a, problems) + "\n";
+  if (a.truncated) out += "gpudiag: (summary from the first 256 MiB of logs)\n";
+  out += "gpudiag: details: gpudiag nccl-log " + dir + "\n";
+  return out;
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,55 @@
+"""srun --diag ends with a one-line summary of what NCCL did, drawn from the logs the
+tasks wrote into the diag dir (here NCCL-format lines written by fake_nccl_rank.py)."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plugin_cluster import BUILD, PYTHON, PluginClusterTest  # noqa: E402
+
+RANK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_nccl_rank.py")
+GPUDIAG = os.path.join(BUILD, "stacks", "gpudiag")
+
+
+class NcclSummary(PluginClusterTest):
+    def step(self, env=None, check=True):
+        return self.srun("-n4", "--diag", PYTHON, RANK, env=env, check=check)
+
+    def summary(self, stderr):
+        return [line for line in stderr.splitlines() if line.startswith("gpudiag: ")]
+
+    def test_clean_step_says_what_nccl_used(self):
+        r = self.step()
+        lines = self.summary(r.stderr)
+        self.assertIn("gpudiag: NCCL 2.21.5, NET/IB on 4/4 ranks (mlx5_0..3, IB), no problems", lines, r.stderr)
+        details = [line for line in lines if line.startswith("gpudiag: details: gpudiag nccl-log ")]
+        self.assertEqual(len(details), 1, r.stderr)
+        # The command the summary points to works on that dir.
+        diag_dir = details[0].split("nccl-log ", 1)[1]
+        out = self.cluster.run([GPUDIAG, "nccl-log", diag_dir], check=False)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("result: clean", out.stdout)
+
+    def test_bad_ranks_are_named(self):
+        r = self.step(env={"FAULT": "2:socket_lo"})
+        text = "\n".join(self.summary(r.stderr))
+        self.assertIn("NET/Socket uses lo on vm:2".replace("vm", self.cluster.node), text, r.stderr)
+        self.assertIn("NET/IB on 3/4 ranks", text)
+        r = self.step(env={"FAULT": "1:ib12"})
+        text = "\n".join(self.summary(r.stderr))
+        self.assertIn(f"IB completion error 12 (transport retry counter exceeded) on {self.cluster.node}:1", text,
+                      r.stderr)
+        self.assertEqual(r.returncode, 0, "a summary never changes the step's exit code")
+
+    def test_diag_dir_not_visible_from_srun(self):
+        r = self.step(env={"REMOVE_DIAG_DIR": "1"})
+        lines = self.summary(r.stderr)
+        self.assertTrue(any("cannot be seen from" in line and "gpudiag nccl-log" in line for line in lines), r.stderr)
+
+    def test_no_summary_without_diag(self):
+        r = self.srun("-n2", PYTHON, "-c", "print('hi')")
+        self.assertEqual(self.summary(r.stderr), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
