@@ -75,10 +75,12 @@ void NcclLogAnalyzer::note_warning(std::string_view msg, const std::string& key)
 
 void NcclLogAnalyzer::note_collective(NcclProcess& p, const std::string& key, std::string_view name,
                                       std::string_view op_count, std::string_view comm) {
-  ++p.collectives[std::string(name)];
+  auto counted = p.collectives.find(name);
+  if (counted == p.collectives.end()) counted = p.collectives.emplace(std::string(name), 0).first;
+  ++counted->second;
   // Only calls on one communicator are comparable. commId names it across ranks (NCCL
   // 2.13+); before that, the comm's size does when the process has one comm that size.
-  auto c = p.comms.find(std::string(comm));
+  auto c = p.comms.find(comm);
   if (c == p.comms.end()) return;
   std::string group = c->second.comm_id;
   if (group.empty()) {
@@ -142,13 +144,16 @@ void NcclLogAnalyzer::add_line(std::string_view line, std::string_view source) {
   } else if (auto coll = collective_of(m)) {
     note_collective(p, key, coll->name, coll->op_count, coll->comm);
   }
-  if (auto e = ib_completion_error_of(m)) ++p.ib_errors[*e];
-  if (l.level == NcclLevel::warn || l.level == NcclLevel::info) {
+  // The failures below are WARN lines (P2P also has an INFO form); scanning only those
+  // keeps the per-line cost of a COLL-heavy log low.
+  if (l.level == NcclLevel::warn) {
+    if (auto e = ib_completion_error_of(m)) ++p.ib_errors[*e];
     if (is_shm_failure(m)) p.shm_failed = true;
     if (is_reg_mr_failure(m)) p.reg_mr_failed = true;
-    if (is_p2p_disabled(m)) p.p2p_disabled = true;
     if (is_duplicate_gpu(m)) p.duplicate_gpu = true;
   }
+  if ((l.level == NcclLevel::warn || (!m.empty() && (m[0] == 'N' || m[0] == 'P'))) && is_p2p_disabled(m))
+    p.p2p_disabled = true;
 }
 
 NcclLogAnalysis NcclLogAnalyzer::finish() {

@@ -24,9 +24,10 @@ struct NcclProcess {
   std::string version, network, plugin, oob;
   std::vector<std::string> ib_devices;      // "mlx5_0:1/IB"
   std::vector<std::string> socket_devices;  // "eth0"
-  std::map<std::string, std::uint64_t> transports, collectives;
+  // std::less<> lets a string_view look up without building a string per line.
+  std::map<std::string, std::uint64_t, std::less<>> transports, collectives;
   std::map<int, std::uint64_t> ib_errors;   // completion status -> count
-  std::map<std::string, CommInfo> comms;    // by comm pointer
+  std::map<std::string, CommInfo, std::less<>> comms;  // by comm pointer
   std::uint64_t warnings = 0, lines = 0;
   bool shm_failed = false, reg_mr_failed = false, p2p_disabled = false, duplicate_gpu = false;
 

@@ -21,7 +21,8 @@ std::string init_state(const NcclProcess& p) {
   return w->complete ? "COMPLETE" : w->started ? "STARTED" : "-";
 }
 
-std::string counts(const std::map<std::string, std::uint64_t>& m) {
+template <class Map>
+std::string counts(const Map& m) {
   std::vector<std::string> parts;
   for (const auto& [k, n] : m) parts.push_back(fmt::format("{} x{}", k, n));
   return parts.empty() ? "-" : join(parts);
