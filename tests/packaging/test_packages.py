@@ -1,0 +1,135 @@
+"""The packages as an admin gets them: build the .deb and .rpm, check their file lists,
+dependencies and lintian, then install the .deb with dpkg -i and use the installed
+files: a real Slurm loads the plugin from its installed path through a plugstack
+include, srun --diag works, and /usr/sbin/gpudiag-health --quick runs. The package is
+purged at the end."""
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.path.abspath(os.environ.get("GPUDIAG_BUILD_DIR", os.path.join(SOURCE, "build")))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "e2e"))
+from slurm_cluster import SlurmCluster  # noqa: E402
+
+PLUGIN = "/usr/lib/x86_64-linux-gnu/slurm-wlm/gpudiag.so"
+DEB_FILES = {
+    "/etc/gpudiag/gpudiag.yaml", "/etc/slurm/plugstack.conf.d/gpudiag.conf", "/etc/nhc/scripts/gpudiag.nhc",
+    "/usr/bin/gpudiag", PLUGIN, "/usr/libexec/gpudiag/gpudiag-gpu-probe", "/usr/sbin/gpudiag-health",
+    "/usr/share/doc/gpudiag/changelog.Debian.gz", "/usr/share/doc/gpudiag/copyright",
+    "/usr/share/doc/gpudiag/examples/gpudiag-epilog", "/usr/share/doc/gpudiag/examples/gpudiag-healthcheck",
+    "/usr/share/lintian/overrides/gpudiag", "/usr/share/man/man8/gpudiag-health.8.gz",
+    "/usr/share/man/man8/gpudiag.8.gz",
+}
+CONFFILES = {"/etc/gpudiag/gpudiag.yaml", "/etc/slurm/plugstack.conf.d/gpudiag.conf", "/etc/nhc/scripts/gpudiag.nhc"}
+RPM_FILES = (DEB_FILES - {PLUGIN, "/usr/share/doc/gpudiag/changelog.Debian.gz", "/usr/share/lintian/overrides/gpudiag"}) | {
+    "/usr/lib64/slurm/gpudiag.so", "/usr/share/doc/gpudiag/examples"}
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, capture_output=True, text=True, **kw)
+
+
+class Packages(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        r = run([os.path.join(SOURCE, "packaging", "build-packages"), BUILD])
+        if r.returncode != 0:
+            raise RuntimeError("packaging/build-packages failed:\n" + r.stdout + r.stderr)
+        cls.deb = glob.glob(os.path.join(BUILD, "packages", "gpudiag_*_amd64.deb"))[0]
+        cls.rpm = glob.glob(os.path.join(BUILD, "packages", "gpudiag-*.x86_64.rpm"))[0]
+
+    def test_deb_file_list_and_control(self):
+        listing = run(["dpkg-deb", "-c", self.deb]).stdout
+        files = {line.split()[-1].lstrip(".") for line in listing.splitlines() if not line.startswith("d")}
+        self.assertEqual(files, DEB_FILES)
+        depends = run(["dpkg-deb", "-f", self.deb, "Depends"]).stdout
+        for dep in ("slurm-client (>= 22.05)", "slurm-client (<< 22.06)", "libyaml-cpp0.7", "libhwloc15", "libibverbs1"):
+            self.assertIn(dep, depends)
+        for absent in ("cuda", "nccl", "nvidia"):
+            self.assertNotIn(absent, depends.lower())
+        with tempfile.TemporaryDirectory() as d:
+            run(["dpkg-deb", "-e", self.deb, d])
+            with open(os.path.join(d, "conffiles")) as f:
+                self.assertEqual(set(f.read().split()), CONFFILES)
+        # The plugstack snippet is shipped disabled.
+        with tempfile.TemporaryDirectory() as d:
+            run(["dpkg-deb", "-x", self.deb, d])
+            with open(os.path.join(d, "etc/slurm/plugstack.conf.d/gpudiag.conf")) as f:
+                active = [line for line in f if line.strip() and not line.lstrip().startswith("#")]
+            self.assertEqual(active, [])
+
+    def test_lintian_is_clean(self):
+        r = run(["lintian", "--fail-on", "error,warning", self.deb])
+        tags = [line for line in r.stdout.splitlines() if line[:2] in ("E:", "W:")]
+        self.assertEqual(tags, [], r.stdout + r.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_rpm_file_list_and_requires(self):
+        files = set(run(["rpm", "-qpl", self.rpm]).stdout.split())
+        self.assertEqual(files, RPM_FILES)
+        requires = run(["rpm", "-qpR", self.rpm]).stdout
+        for req in ("slurm >= 22.05", "slurm < 22.06", "yaml-cpp", "hwloc-libs", "libibverbs"):
+            self.assertIn(req, requires)
+        for absent in ("cuda", "nccl", "nvidia"):
+            self.assertNotIn(absent, requires.lower())
+        self.assertEqual(set(run(["rpm", "-qpc", self.rpm]).stdout.split()), CONFFILES)
+        # The plugstack snippet points at RPM's plugin dir.
+        with tempfile.TemporaryDirectory() as d:
+            cpio = subprocess.run(f"rpm2cpio {self.rpm} | cpio -idm --quiet", shell=True, cwd=d, capture_output=True)
+            self.assertEqual(cpio.returncode, 0, cpio.stderr)
+            with open(os.path.join(d, "etc/slurm/plugstack.conf.d/gpudiag.conf")) as f:
+                self.assertIn("# required /usr/lib64/slurm/gpudiag.so", f.read())
+
+    @unittest.skipUnless(os.geteuid() == 0, "dpkg -i needs root")
+    def test_installed_package_works(self):
+        r = run(["dpkg", "-i", self.deb])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        try:
+            self._use_installed()
+        finally:
+            r = run(["dpkg", "--purge", "gpudiag"])
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertFalse(os.path.exists(PLUGIN))
+
+    def _use_installed(self):
+        health = run(["/usr/sbin/gpudiag-health", "--quick"])
+        self.assertIn(health.returncode, (0, 1, 2, 3), health.stderr)
+        self.assertTrue(health.stdout.startswith("gpudiag-health on "), health.stdout + health.stderr)
+        self.assertNotIn("config", health.stderr)  # the installed /etc/gpudiag/gpudiag.yaml parses
+        probe = run(["/usr/libexec/gpudiag/gpudiag-gpu-probe", "devices"])
+        self.assertEqual(probe.returncode, 0)
+        self.assertIn('"probe":"devices"', probe.stdout)
+        # The admin's step: enable the shipped line, in a plugstack.conf.d that
+        # plugstack.conf includes.
+        with tempfile.TemporaryDirectory(prefix="gpudiag-pkg-") as tmp:
+            os.chmod(tmp, 0o755)
+            confd = os.path.join(tmp, "plugstack.conf.d")
+            os.mkdir(confd)
+            with open("/etc/slurm/plugstack.conf.d/gpudiag.conf") as f:
+                enabled = [line.lstrip("# ") for line in f if line.startswith("# required ")]
+            self.assertEqual(len(enabled), 1)
+            self.assertIn(PLUGIN, enabled[0])
+            with open(os.path.join(confd, "gpudiag.conf"), "w") as f:
+                f.write(enabled[0])
+            plugstack = os.path.join(tmp, "plugstack.conf")
+            with open(plugstack, "w") as f:
+                f.write(f"include {confd}/*.conf\n")
+            with SlurmCluster(extra_conf=[f"PlugStackConfig={plugstack}"]) as cluster:
+                r = cluster.run(["srun", "-n2", "--diag", "/bin/sh", "-c", "echo debug=$NCCL_DEBUG rank=$RANK"],
+                                cwd=tmp, timeout=60)
+                lines = sorted(r.stdout.splitlines())
+                self.assertEqual(lines, [f"[{cluster.node}:0] debug=INFO rank=0", f"[{cluster.node}:1] debug=INFO rank=1"],
+                                 r.stdout + r.stderr)
+                self.assertIn("gpudiag: no NCCL logs in", r.stderr)
+                bad = cluster.run(["srun", "--diag=bogus", "true"], cwd=tmp, check=False, timeout=60)
+                self.assertNotEqual(bad.returncode, 0)
+                self.assertIn("unknown item 'bogus'", bad.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
