@@ -10,7 +10,8 @@ done
 f="$GPUDIAG_STANDIN_DIR/$section.json"
 case "$(head -c 5 "$f")" in
   hang*)
-    bash -c 'exec -a gpudiag-standin-sleeper sleep 600' &
+    # Named after this test's dir: tests that run in parallel have sleepers of their own.
+    bash -c 'exec -a "gpudiag-standin-sleeper-${GPUDIAG_STANDIN_DIR##*/}" sleep 600' &
     wait
     ;;
   crash) kill -SEGV $$ ;;

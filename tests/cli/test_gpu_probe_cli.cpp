@@ -110,7 +110,7 @@ TEST_F(StandinProbe, HungProbeIsKilledWithItsChildrenAndIsCritical) {
   EXPECT_NE(r.out.find("GPU probe timed out after 2 s"), std::string::npos) << r.out;
   EXPECT_LT(s, 15) << "the deadline was not enforced";
   // The probe's whole process group died with it.
-  auto left = run_process({"/usr/bin/pgrep", "-f", "gpudiag-standin-sleeper"});
+  auto left = run_process({"/usr/bin/pgrep", "-f", "gpudiag-standin-sleeper-" + dir_.filename().string()});
   EXPECT_NE(left.exit_code, 0) << "a child of the hung probe survived: " << left.out;
 }
 
