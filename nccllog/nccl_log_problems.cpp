@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "nodeinfo/join.h"
+
 #include <algorithm>
 #include <map>
 
@@ -9,12 +11,6 @@
 
 namespace gpudiag {
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
 
 bool bad_iface(const std::string& name) {
   return name == "lo" || matches_any({"docker*", "virbr*", "flannel*", "cni*", "veth*"}, name);

@@ -2,18 +2,14 @@
 
 #include <fmt/format.h>
 
+#include "nodeinfo/join.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
 
 namespace gpudiag {
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
 
 std::string init_state(const NcclProcess& p) {
   const CommInfo* w = p.world();
