@@ -16,13 +16,17 @@ nlohmann::ordered_json report_to_json(const Report& r) {
                          {"summary", c.summary},
                          {"duration_ms", c.duration_ms},
                          {"findings", std::move(findings)}};
-    if (!c.details.is_null()) jc["details"] = nlohmann::ordered_json::parse(c.details.dump());
+    if (!c.details.is_null()) jc["details"] = nlohmann::ordered_json::parse(c.details.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     checks.push_back(std::move(jc));
   }
   return {{"node", r.node},
           {"status", status_name(r.status)},
           {"duration_ms", r.duration_ms},
           {"checks", std::move(checks)}};
+}
+
+std::string format_json(const Report& r) {
+  return report_to_json(r).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace gpudiag

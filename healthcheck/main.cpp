@@ -163,7 +163,7 @@ int run(int argc, char** argv) {
   const auto& report = outcome.report;
 
   std::string text;
-  if (format == "json") text = gpudiag::report_to_json(report).dump(2) + "\n";
+  if (format == "json") text = gpudiag::format_json(report);
   else if (format == "nhc") text = gpudiag::format_nhc(report);
   else if (format == "prometheus") text = gpudiag::format_prometheus(report);
   else {

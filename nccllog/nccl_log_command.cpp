@@ -51,7 +51,7 @@ int run_nccl_log_command(const NcclLogCommand& cmd) {
   read_nccl_logs(analyzer, cmd.paths, limits);
   NcclLogAnalysis a = analyzer.finish();
   auto problems = diagnose(a, local_hosts_with_active_ib(cmd.fs_root));
-  if (cmd.json) std::cout << nccl_report_json(a, problems).dump(2) << "\n";
+  if (cmd.json) std::cout << nccl_report_json_text(a, problems);
   else std::cout << format_nccl_report(a, problems);
   std::cout.flush();
   if (a.files.empty()) {

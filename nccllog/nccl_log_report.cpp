@@ -185,4 +185,8 @@ std::string nccl_summary_line(const NcclLogAnalysis& a, const std::vector<NcclPr
   return line;
 }
 
+std::string nccl_report_json_text(const NcclLogAnalysis& a, const std::vector<NcclProblem>& problems) {
+  return nccl_report_json(a, problems).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 }  // namespace gpudiag

@@ -288,7 +288,7 @@ TEST(NcclLog, GarbageTruncationAndEmptyFilesDoNotCrash) {
   EXPECT_NE(a.read_errors[0].find("missing.log: No such file or directory"), std::string::npos);
   auto ps = diagnose(a, {});
   EXPECT_NO_THROW(format_nccl_report(a, ps));
-  EXPECT_NO_THROW(nccl_report_json(a, ps).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  EXPECT_NO_THROW(nccl_report_json_text(a, ps));
   bool found_long = false;
   for (const auto& p : a.processes) found_long |= p.host == "n" && p.version == "2.21.5";
   EXPECT_TRUE(found_long) << "the line after a 300 kB line was lost";
@@ -297,4 +297,18 @@ TEST(NcclLog, GarbageTruncationAndEmptyFilesDoNotCrash) {
   read_nccl_logs(limited, {dir.string()}, ReadLimits{1000, 65536});
   EXPECT_TRUE(limited.finish().truncated);
   fs::remove_all(dir);
+}
+
+// Found by fuzz_nccl_log: `gpudiag nccl-log --json` threw on the first byte that was
+// not UTF-8 and printed no report at all.
+TEST(NcclLogReport, JsonTextSurvivesBytesThatAreNotUtf8) {
+  NcclLogAnalyzer an;
+  an.add_line("node1:7:7 [0] NCCL INFO NCCL version 2.21.5\xff\x99", "a.log");
+  an.add_line("node1:7:9 [0] x.cc:1 NCCL WARN bad \x99 byte", "a.log");
+  auto a = an.finish();
+  std::string text;
+  ASSERT_NO_THROW(text = nccl_report_json_text(a, diagnose(a, {})));
+  auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j.dump().find("\xff"), std::string::npos);
+  EXPECT_NE(text.find("\xef\xbf\xbd"), std::string::npos) << "bad bytes become U+FFFD";
 }

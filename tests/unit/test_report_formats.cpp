@@ -84,3 +84,19 @@ TEST(HumanFormat, ProblemsAndFixesButNotOkUnlessVerbose) {
   EXPECT_NE(format_human(sample(Status::critical), true, false).find("mlx5_0 port 1 ACTIVE"), std::string::npos);
   EXPECT_EQ(text.find('\033'), std::string::npos);
 }
+
+// A finding may quote garbage read from sysfs or the probe; --format json must still
+// print the whole report (nlohmann throws on bytes that are not UTF-8 by default).
+TEST(JsonFormat, BytesThatAreNotUtf8DoNotLoseTheReport) {
+  Report r = sample(Status::critical);
+  CheckResult gpu;
+  gpu.name = "gpu";
+  gpu.add({"0000:3b:00.0", Status::warning, "model is '\xff\xfeH100'", ""});
+  gpu.details = nlohmann::json{{"model", "\xc3"}};
+  r.add(gpu);
+  std::string text;
+  ASSERT_NO_THROW(text = format_json(r));
+  auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["checks"].size(), 2u);
+  EXPECT_EQ(text.back(), '\n');
+}

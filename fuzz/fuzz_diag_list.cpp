@@ -1,0 +1,20 @@
+// The --diag list (from srun's command line and SLURM_SPANK__SLURM_SPANK_OPTION_*):
+// the first line is parsed alone, then the rest on top of it, as the environment
+// value and the option combine in the plugin.
+#include "fuzz/fuzz_input.h"
+#include "spank/diag_options.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  auto text = gpudiag::fuzz::as_text(data, size);
+  std::size_t nl = text.find('\n');
+  auto first = gpudiag::parse_diag_list(text.substr(0, nl));
+  if (!first) {
+    GPUDIAG_FUZZ_CHECK(first.error().rfind("gpudiag: ", 0) == 0);
+    return 0;
+  }
+  if (nl != std::string_view::npos) {
+    auto both = gpudiag::parse_diag_list(text.substr(nl + 1), *first);
+    if (!both) GPUDIAG_FUZZ_CHECK(both.error().rfind("gpudiag: ", 0) == 0);
+  }
+  return 0;
+}

@@ -1,0 +1,31 @@
+// `scontrol show node` output, and the drain decision made from it. The input also
+// serves as a finding's message, so the drain reason built from hostile text (a
+// GPU name, a path from sysfs) is checked too: one line, no control bytes, bounded.
+#include "fuzz/fuzz_input.h"
+#include "healthcheck/drain_policy.h"
+#include "healthcheck/slurm_node.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  auto text = gpudiag::fuzz::as_text(data, size);
+  auto node = gpudiag::parse_scontrol_node(text, "gpu001");
+
+  gpudiag::Report report;
+  report.node = "gpu001";
+  gpudiag::CheckResult ib{"ib"};
+  ib.status = gpudiag::Status::critical;
+  ib.findings.push_back({std::string(text.substr(0, 40)), gpudiag::Status::critical, std::string(text), "hint"});
+  report.add(ib);
+  auto reason = gpudiag::drain_reason(report, "gpudiag:");
+  GPUDIAG_FUZZ_CHECK(reason.size() <= gpudiag::kMaxDrainReason);
+  for (unsigned char c : reason) GPUDIAG_FUZZ_CHECK(c >= 0x20 && c != 0x7f);
+
+  if (node) {
+    auto d = gpudiag::decide_drain(report, *node, true, true, "gpudiag:");
+    if (d.action == gpudiag::NodeAction::drain)
+      for (unsigned char c : d.reason) GPUDIAG_FUZZ_CHECK(c >= 0x20 && c != 0x7f);
+    // Never take over a drain that someone else set.
+    if (node->drain && !gpudiag::drained_by_us(*node, "gpudiag:"))
+      GPUDIAG_FUZZ_CHECK(d.action == gpudiag::NodeAction::none);
+  }
+  return 0;
+}
