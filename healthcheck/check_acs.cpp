@@ -25,8 +25,10 @@ CheckResult evaluate_acs(const std::vector<AcsBridge>& bridges, int gpus, int ni
   out.name = "acs";
   std::vector<std::string> truncated;
   int redirecting = 0;
+  std::size_t unreadable = 0;  // or malformed: ACS state unknown either way
   for (const auto& b : bridges) {
     if (!b.config) {
+      ++unreadable;
       out.add({b.bdf, Status::unknown, fmt::format("cannot read config space of bridge {}: {}", b.bdf, b.config.error()),
                "run as root, and check the device with `lspci -vvv -s " + b.bdf + "`"});
       continue;
@@ -39,6 +41,7 @@ CheckResult evaluate_acs(const std::vector<AcsBridge>& bridges, int gpus, int ni
         truncated.push_back(b.bdf);
         break;
       case AcsLookup::Kind::malformed:
+        ++unreadable;
         out.add({b.bdf, Status::unknown, fmt::format("config space of {} {} is malformed: {}", kind, b.bdf, acs.detail),
                  "compare with `lspci -vvv -s " + b.bdf + "`; a device that returns garbage may be failing"});
         break;
@@ -83,8 +86,9 @@ CheckResult evaluate_acs(const std::vector<AcsBridge>& bridges, int gpus, int ni
                             redirecting == 1 ? std::string("1 bridge redirects P2P")
                             : redirecting ? fmt::format("{} bridges redirect P2P", redirecting)
                                           : std::string("none redirects P2P"));
-  if (!truncated.empty() && !redirecting)
-    out.summary = fmt::format("{} bridges, ACS unknown for {}", bridges.size(), truncated.size());
+  // "none redirects" would read as a clean bill when nothing could be read (a non-root run).
+  if (!redirecting && truncated.size() + unreadable > 0)
+    out.summary = fmt::format("{} bridges, ACS unknown for {}", bridges.size(), truncated.size() + unreadable);
   return out;
 }
 

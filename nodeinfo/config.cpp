@@ -2,11 +2,15 @@
 
 #include "nodeinfo/duration.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <sstream>
 #include <type_traits>
 #include <fstream>
@@ -351,17 +355,38 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
 }
 
 Result<Config> load_config_file(const std::string& path) {
+  // Say which of missing, unreadable (a root-only file read by srun as the user) or
+  // not a file it is: each has a different fix. O_NONBLOCK: a FIFO must not hang srun.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    return Result<Config>::failure("gpudiag: cannot read config " + path + ": " + std::strerror(err));
+  }
   struct stat st;
-  std::ifstream in(path, std::ios::binary);
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !in)
-    return Result<Config>::failure("gpudiag: cannot read config " + path +
-                                   ": missing, unreadable or not a regular file");
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Result<Config>::failure("gpudiag: cannot read config " + path + ": not a regular file");
+  }
   // A config is a few KiB; refuse something that is obviously not one.
   constexpr std::size_t kMaxConfig = 1 << 20;
-  std::string buf(kMaxConfig + 1, '\0');
-  in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-  buf.resize(static_cast<std::size_t>(in.gcount()));
-  if (buf.size() > kMaxConfig) return Result<Config>::failure("gpudiag: " + path + ": larger than 1 MiB, not a config");
+  std::string buf;
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Result<Config>::failure("gpudiag: cannot read config " + path + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    buf.append(chunk, static_cast<std::size_t>(n));
+    if (buf.size() > kMaxConfig) {
+      ::close(fd);
+      return Result<Config>::failure("gpudiag: " + path + ": larger than 1 MiB, not a config");
+    }
+  }
+  ::close(fd);
   return parse_config(buf, path);
 }
 

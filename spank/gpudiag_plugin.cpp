@@ -153,8 +153,12 @@ gpudiag::Result<Config> load(int ac, char** av) {
   struct stat st;
   if (!parsed->config_given && ::stat(path.c_str(), &st) != 0) return Config{};
   auto cfg = gpudiag::load_config_file(path);
-  if (!cfg && ::access(path.c_str(), R_OK) != 0)
-    return gpudiag::Result<Config>::failure(cfg.error() + " (fix config= on the gpudiag.so line in plugstack.conf)");
+  if (!cfg && ::access(path.c_str(), R_OK) != 0) {
+    // srun reads it as the user, slurmstepd as root: a root-only file fails only in srun.
+    const char* fix = errno == EACCES ? " (srun reads it as the user: make it readable by all users)"
+                                      : " (fix config= on the gpudiag.so line in plugstack.conf)";
+    return gpudiag::Result<Config>::failure(cfg.error() + fix);
+  }
   return cfg;
 }
 

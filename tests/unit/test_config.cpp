@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fstream>
 
 #include "nodeinfo/config.h"
@@ -113,4 +116,21 @@ TEST(Config, GpuSectionErrorsNameKeyAndLine) {
     ASSERT_FALSE(cfg) << b.yaml;
     EXPECT_NE(cfg.error().find(b.message), std::string::npos) << cfg.error();
   }
+}
+
+// Missing, not a file, and unreadable each have their own fix, so each is named; a
+// FIFO must not hang the reader (srun would hang with it).
+TEST(Config, UnreadableFilesSayWhy) {
+  auto missing = load_config_file("/nonexistent/gpudiag.yaml");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error(), "gpudiag: cannot read config /nonexistent/gpudiag.yaml: No such file or directory");
+  auto dir = load_config_file("/tmp");
+  ASSERT_FALSE(dir);
+  EXPECT_EQ(dir.error(), "gpudiag: cannot read config /tmp: not a regular file");
+  std::string fifo = testing::TempDir() + "gpudiag-config-fifo-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto f = load_config_file(fifo);
+  ::unlink(fifo.c_str());
+  ASSERT_FALSE(f);
+  EXPECT_NE(f.error().find("not a regular file"), std::string::npos);
 }
