@@ -3,6 +3,18 @@
 // value and the option combine in the plugin.
 #include "fuzz/fuzz_input.h"
 #include "spank/diag_options.h"
+#include "spank/env_writer.h"
+
+namespace {
+// What a parsed list feeds into the task's environment must be one printable line.
+void check_env_values(const gpudiag::DiagOptions& d) {
+  GPUDIAG_FUZZ_CHECK(gpudiag::safe_env_value(d.nccl_level));
+  GPUDIAG_FUZZ_CHECK(gpudiag::safe_env_value(d.nccl_subsys));
+  GPUDIAG_FUZZ_CHECK(gpudiag::safe_env_value(d.dir));
+  GPUDIAG_FUZZ_CHECK(d.dir.empty() || d.dir[0] == '/');
+  if (d.hang_s) GPUDIAG_FUZZ_CHECK(*d.hang_s >= 0);
+}
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto text = gpudiag::fuzz::as_text(data, size);
@@ -12,9 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     GPUDIAG_FUZZ_CHECK(first.error().rfind("gpudiag: ", 0) == 0);
     return 0;
   }
+  check_env_values(*first);
   if (nl != std::string_view::npos) {
     auto both = gpudiag::parse_diag_list(text.substr(nl + 1), *first);
     if (!both) GPUDIAG_FUZZ_CHECK(both.error().rfind("gpudiag: ", 0) == 0);
+    else check_env_values(*both);
   }
   return 0;
 }
