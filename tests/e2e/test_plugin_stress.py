@@ -179,6 +179,8 @@ class RelayStress(PluginClusterTest):
             after = {r: rss_kib(r) for r in relays}
             # The programs are blocked too, not racing ahead into the relay's memory.
             self.assertTrue(processes_with(marker), "the programs finished while srun was stopped")
+            print(f"relay VmRSS while srun is stopped, KiB: {before} then 3 s later {after}; "
+                  f"{size_stopped} bytes had reached srun", flush=True)
             for r in relays:
                 self.assertIsNotNone(after[r], f"relay {r} died while srun was stopped")
                 self.assertLess(after[r] - before[r], 1024, f"relay {r} grew while blocked: {before[r]} -> {after[r]} KiB")
