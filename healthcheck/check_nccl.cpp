@@ -4,6 +4,7 @@
 
 #include "healthcheck/bandwidth_rules.h"
 #include "healthcheck/gpu_probe.h"
+#include "healthcheck/probe_fields.h"
 #include "nodeinfo/bus_bandwidth.h"
 
 namespace gpudiag {
@@ -36,15 +37,15 @@ CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s
   const double seconds = (*result)["time_us"].get<double>() * 1e-6;
   const double algbw = algbw_gbps(static_cast<double>(bytes), seconds);
   const double busbw = allreduce_busbw_gbps(algbw, ranks);
-  const std::string version = data.value("nccl_version", std::string("?"));
+  const std::string version = probe_field<std::string>(data, "nccl_version").value_or("?");
   std::string model = "unknown";
   if (data["gpus"][0].is_object() && data["gpus"][0].contains("name") && data["gpus"][0]["name"].is_string())
     model = data["gpus"][0]["name"].get<std::string>();
   const std::string where = fmt::format("{} x {}", ranks, model);
 
-  if (!(*result).value("correct", false))
+  if (!probe_field<bool>(*result, "correct").value_or(false))
     out.add({"allreduce", Status::critical,
-             fmt::format("all_reduce gave wrong results on {}: {}", where, (*result).value("mismatch", std::string("?"))),
+             fmt::format("all_reduce gave wrong results on {}: {}", where, probe_field<std::string>(*result, "mismatch").value_or("?")),
              "a GPU or link corrupts data: run `dcgmi diag -r 3` and replace the GPU it names"});
 
   const BandwidthRule* rule = choose_bandwidth_rule(s.min_bandwidth, model, ranks);
@@ -82,7 +83,7 @@ CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s
                                         busbw, algbw, size_text(bytes))
                           : fmt::format("NCCL {}, {}: algbw {:.1f} GB/s at {} (busbw is undefined with one GPU)",
                                         version, where, algbw, size_text(bytes));
-  if ((*result).value("correct", false)) out.summary += ", results correct";
+  if (probe_field<bool>(*result, "correct").value_or(false)) out.summary += ", results correct";
   out.details = data;
   out.details["algbw_gbps"] = algbw;
   out.details["busbw_gbps"] = ranks > 1 ? nlohmann::json(busbw) : nlohmann::json(nullptr);
@@ -99,8 +100,7 @@ CheckResult run_nccl_check(const CheckContext& ctx) {
     out.name = "nccl";
     out.add(*probe.failure);
     out.summary = probe.failure->status == Status::ok ? "no GPUs expected" : "not measured";
-    if (probe.data.contains("nccl_version"))
-      out.summary += ", NCCL " + probe.data["nccl_version"].get<std::string>();
+    if (auto v = probe_field<std::string>(probe.data, "nccl_version")) out.summary += ", NCCL " + *v;
     return out;
   }
   return evaluate_nccl(probe.data, ctx.cfg.nccl);

@@ -4,6 +4,7 @@
 
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/p2p_matrix.h"
+#include "healthcheck/probe_fields.h"
 
 namespace gpudiag {
 namespace {
@@ -36,10 +37,10 @@ std::string hint_for(int status) {
 void add_bandwidth(CheckResult& out, const nlohmann::json& bw, const P2pSettings& s, std::size_t n) {
   if (bw.contains("error")) {
     const auto& e = bw["error"];
-    bool gpu = e.is_object() && e.value("kind", "") == "gpu";
+    bool gpu = probe_field<std::string>(e, "kind") == "gpu";
     out.add({"bandwidth", gpu ? Status::critical : Status::unknown,
-             "P2P bandwidth not measured: " + (e.is_object() ? e.value("message", "") : std::string("?")),
-             e.is_object() ? e.value("hint", "") : ""});
+             "P2P bandwidth not measured: " + probe_field<std::string>(e, "message").value_or("?"),
+             probe_field<std::string>(e, "hint").value_or("")});
     return;
   }
   if (!bw.contains("gbps") || !bw["gbps"].is_array() || bw["gbps"].size() != n) {

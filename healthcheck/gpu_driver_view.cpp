@@ -2,31 +2,17 @@
 
 #include <fmt/format.h>
 
+#include "healthcheck/probe_fields.h"
 #include "nodeinfo/name_patterns.h"
 
 namespace gpudiag {
 namespace {
 
-// Whatever the probe printed, a wrong type must not throw out of the check.
-template <class T>
-std::optional<T> get(const nlohmann::json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key)) return std::nullopt;
-  const auto& v = j[key];
-  if constexpr (std::is_same_v<T, bool>) {
-    if (v.is_boolean()) return v.get<bool>();
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    if (v.is_string()) return v.get<std::string>();
-  } else {
-    if (v.is_number_unsigned() || v.is_number_integer()) return v.get<T>();
-  }
-  return std::nullopt;
-}
-
 void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const GpuExpect& expect) {
-  const auto index = get<unsigned long long>(g, "index").value_or(pos);
+  const auto index = probe_field<unsigned long long>(g, "index").value_or(pos);
   const std::string subject = fmt::format("GPU{}", index);
-  const std::string bus = get<std::string>(g, "pci_bus_id").value_or("bus id unknown");
-  const std::string name = get<std::string>(g, "name").value_or("unknown model");
+  const std::string bus = probe_field<std::string>(g, "pci_bus_id").value_or("bus id unknown");
+  const std::string name = probe_field<std::string>(g, "name").value_or("unknown model");
   const std::string who = fmt::format("{} ({}, {})", subject, name, bus);
   std::size_t before = out.findings.size();
 
@@ -36,20 +22,20 @@ void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const
         out.add({subject, Status::critical, fmt::format("{}: {}", who, e.get<std::string>()),
                  "the driver cannot talk to this GPU: look for Xid errors in `dmesg`; reset it (`nvidia-smi -r`) or "
                  "reboot"});
-  if (auto ecc = get<unsigned long long>(g, "ecc_uncorrected_volatile"); ecc && *ecc > 0)
+  if (auto ecc = probe_field<unsigned long long>(g, "ecc_uncorrected_volatile"); ecc && *ecc > 0)
     out.add({subject, Status::critical,
              fmt::format("{}: {} uncorrected ECC error(s) since the driver loaded", who, *ecc),
              "results on this GPU cannot be trusted: drain, reset the GPU and watch whether the errors return; "
              "replace it if they do"});
-  if (get<bool>(g, "retired_pages_pending").value_or(false))
+  if (probe_field<bool>(g, "retired_pages_pending").value_or(false))
     out.add({subject, Status::warning, fmt::format("{}: retired memory pages are pending", who),
              "reset the GPU (`nvidia-smi -r`) or reboot so that the pages are retired"});
   if (g.contains("remapped_rows") && g["remapped_rows"].is_object()) {
     const auto& rr = g["remapped_rows"];
-    if (get<bool>(rr, "failure").value_or(false))
+    if (probe_field<bool>(rr, "failure").value_or(false))
       out.add({subject, Status::critical, fmt::format("{}: row remapping failed", who),
                "the GPU has run out of spare memory rows: replace it"});
-    else if (get<bool>(rr, "pending").value_or(false))
+    else if (probe_field<bool>(rr, "pending").value_or(false))
       out.add({subject, Status::warning, fmt::format("{}: a memory row remapping is pending", who),
                "reset the GPU (`nvidia-smi -r`) or reboot to apply it"});
   }
@@ -58,8 +44,8 @@ void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const
     int active = 0, total = 0;
     for (const auto& l : g["nvlink"]) {
       ++total;
-      if (get<bool>(l, "active").value_or(false)) ++active;
-      else down.push_back(std::to_string(get<unsigned long long>(l, "link").value_or(total - 1)));
+      if (probe_field<bool>(l, "active").value_or(false)) ++active;
+      else down.push_back(std::to_string(probe_field<unsigned long long>(l, "link").value_or(total - 1)));
     }
     // All links down is how a PCIe card without a bridge looks; some down is a
     // degraded fabric, which costs every collective on the node.
@@ -96,7 +82,7 @@ std::string add_driver_view(CheckResult& out, const nlohmann::json& devices, int
              "PCI shows fewer NVIDIA GPUs than the driver: check --fs-root and `lspci -d 10de:`"});
   for (std::size_t i = 0; i < gpus.size(); ++i) check_one(out, gpus[i], i, expect);
   out.details["driver"] = devices;
-  std::string version = get<std::string>(devices, "driver_version").value_or("");
+  std::string version = probe_field<std::string>(devices, "driver_version").value_or("");
   return fmt::format("{} seen by driver{}", seen, version.empty() ? "" : " " + version);
 }
 

@@ -1,4 +1,5 @@
 #include "healthcheck/gpu_probe.h"
+#include "healthcheck/probe_fields.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -69,9 +70,9 @@ ProbeOutcome interpret_probe(const CommandResult& run, const std::string& probe,
   }
   if (data.contains("error")) {
     const nlohmann::json& e = data["error"];
-    std::string kind = e.is_object() ? e.value("kind", "") : "";
-    std::string message = e.is_object() ? e.value("message", "") : "";
-    std::string hint = e.is_object() ? e.value("hint", "") : "";
+    std::string kind = probe_field<std::string>(e, "kind").value_or("");
+    std::string message = probe_field<std::string>(e, "message").value_or("");
+    std::string hint = probe_field<std::string>(e, "hint").value_or("");
     if (message.empty()) message = "the GPU probe reported an error without a message";
     if (kind == "gpu") {
       out.failure = probe_finding(Status::critical, message, hint);

@@ -312,3 +312,27 @@ TEST(SizeText, UsesBinaryUnits) {
   EXPECT_EQ(size_text(8ull << 20), "8 MiB");
   EXPECT_EQ(size_text(1536), "1536 B");
 }
+
+// Found by fuzz_probe_json: a field of the wrong type ("correct": {...}) threw out of
+// evaluate_nccl, which the runner turned into "this is a gpudiag bug". A probe answer
+// with wrong types is a bad probe answer, not an internal error.
+TEST(NcclCheck, FieldsOfTheWrongTypeAreAbsentNotExceptions) {
+  json data = allreduce(2, 4000);
+  data["results"][0]["correct"] = json{{"gpu", 1}};
+  data["results"][0]["mismatch"] = 7;
+  data["nccl_version"] = json::array({2, 28});
+  NcclCheckSettings s;
+  CheckResult r;
+  ASSERT_NO_THROW(r = evaluate_nccl(data, s));
+  EXPECT_EQ(r.status, Status::critical) << "a result not known to be correct is not OK";
+  json err = {{"error", {{"kind", 5}, {"message", json::array()}, {"hint", nullptr}}}};
+  ASSERT_NO_THROW(evaluate_p2p(err, P2pSettings{}));
+  CommandResult run;
+  run.started = true;
+  run.exit_code = 0;
+  run.out = err.dump();
+  ProbeOutcome o;
+  ASSERT_NO_THROW(o = interpret_probe(run, "/p", 5, GpuExpect{}));
+  ASSERT_TRUE(o.failure);
+  EXPECT_EQ(o.failure->status, Status::unknown);
+}
