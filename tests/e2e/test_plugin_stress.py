@@ -134,6 +134,18 @@ class RelayStress(PluginClusterTest):
     def job_ids(self):
         return self.cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split()
 
+    def cancel_all(self):
+        for job in self.job_ids():
+            self.cluster.run(["scancel", job])
+
+    def start_step(self, marker, *args, first_bytes=1):
+        """srun -n2 in the background, once both relays run and `first_bytes` arrived."""
+        p, out, err = self.start_srun("-n2", *args)
+        self.wait_until(lambda: len(self.relays_of(marker)) == 2, "both relays to start")
+        relays = self.relays_of(marker)
+        self.wait_until(lambda: os.fstat(out.fileno()).st_size >= first_bytes, f"{first_bytes} bytes of output")
+        return p, out, err, relays
+
     def relays_of(self, marker):
         """The relay of each task: the parent of the program (the relay never execs, so it
         looks like slurmstepd)."""
@@ -166,11 +178,8 @@ class RelayStress(PluginClusterTest):
     def test_reader_stopped_then_resumed_loses_nothing_and_memory_stays_bounded(self):
         marker = self.marker()
         lines = 400000  # about 3.5 MB per task: far more than the pipes and Slurm's buffers hold
-        p, out, err = self.start_srun("-n2", PYTHON, "-c", NUMBERED, marker, str(lines))
+        p, out, err, relays = self.start_step(marker, PYTHON, "-c", NUMBERED, marker, str(lines))
         try:
-            self.wait_until(lambda: len(self.relays_of(marker)) == 2, "both relays to start")
-            relays = self.relays_of(marker)
-            self.wait_until(lambda: os.fstat(out.fileno()).st_size > 0, "the first output")
             os.kill(p.pid, signal.SIGSTOP)
             time.sleep(2)  # the relays fill slurmstepd, then block writing
             before = {r: rss_kib(r) for r in relays}
@@ -199,28 +208,20 @@ class RelayStress(PluginClusterTest):
 
     def test_srun_killed_mid_step(self):
         marker = self.marker()
-        p, out, err = self.start_srun("-n2", PYTHON, "-c", NUMBERED, marker, "0")
-        self.wait_until(lambda: len(self.relays_of(marker)) == 2, "both relays to start")
-        relays = self.relays_of(marker)
-        self.wait_until(lambda: os.fstat(out.fileno()).st_size > 1 << 20, "1 MiB of output")
+        p, out, err, relays = self.start_step(marker, PYTHON, "-c", NUMBERED, marker, "0", first_bytes=1 << 20)
         p.kill()
         p.wait(timeout=30)
         # Nobody reads the step's output any more. The relays must not block the step's
         # end: cancelling it ends every process.
-        for job in self.job_ids():
-            self.cluster.run(["scancel", job])
+        self.cancel_all()
         self.assert_clean_end(marker, relays)
         data = self.read(out)
         self.assert_whole_lines(data[:data.rfind(b"\n") + 1], range(2))
 
     def test_scancel_during_heavy_output(self):
         marker = self.marker()
-        p, out, err = self.start_srun("-n2", PYTHON, "-c", NUMBERED, marker, "0")
-        self.wait_until(lambda: len(self.relays_of(marker)) == 2, "both relays to start")
-        relays = self.relays_of(marker)
-        self.wait_until(lambda: os.fstat(out.fileno()).st_size > 4 << 20, "4 MiB of output")
-        for job in self.job_ids():
-            self.cluster.run(["scancel", job])
+        p, out, err, relays = self.start_step(marker, PYTHON, "-c", NUMBERED, marker, "0", first_bytes=4 << 20)
+        self.cancel_all()
         rc = p.wait(timeout=60)
         self.assertNotEqual(rc, 0)
         data = self.read(out)
@@ -238,8 +239,7 @@ class RelayStress(PluginClusterTest):
         relays = self.relays_of(marker)
         self.assertEqual(len(relays), 2)
         cancelled = time.monotonic()
-        for job in self.job_ids():
-            self.cluster.run(["scancel", job])
+        self.cancel_all()
         p.wait(timeout=60)
         took = time.monotonic() - cancelled
         data = self.read(out)
