@@ -67,6 +67,19 @@ class PluginEnv(PluginClusterTest):
         self.assertEqual([e["RANK"] for e in rows], ["0", "1", "2"])
         self.assertTrue(all(e["WORLD_SIZE"] == "3" for e in rows))
 
+    def test_nested_step_keeps_values_the_user_exported_inside_the_outer_step(self):
+        # salloc + `srun --pty bash`: the user exports inside the step, then runs srun.
+        # Only a value still equal to what the plugin injected may be replaced (21.7).
+        script = ("export NCCL_SOCKET_IFNAME=eth0 MASTER_PORT=12345; "
+                  f"exec srun --overlap -n2 -c1 {PYTHON} -c \"$0\"")
+        r = self.cluster.run(["srun", "-n1", "-c2", "sh", "-c", script, DUMP_ENV], cwd=self.tmp, timeout=60)
+        rows = sorted(json_rows(r.stdout), key=lambda e: int(e["SLURM_PROCID"]))
+        self.assertEqual([e["RANK"] for e in rows], ["0", "1"], r.stdout + r.stderr)
+        for e in rows:
+            self.assertEqual(e["NCCL_SOCKET_IFNAME"], "eth0")
+            self.assertEqual(e["MASTER_PORT"], "12345")
+            self.assertEqual(e["WORLD_SIZE"], "2")  # still the plugin's to replace
+
     def test_sbatch_steps_get_their_own_ranks(self):
         script = os.path.join(self.tmp, "job.sh")
         out = os.path.join(self.tmp, "job.out")
