@@ -31,8 +31,6 @@ std::optional<std::string> distrust_diag_dir(const DirFacts& f, uid_t uid) {
   return std::nullopt;
 }
 
-namespace {
-
 DirFacts read_dir_facts(const std::string& dir) {
   DirFacts f;
   struct stat st;
@@ -44,8 +42,6 @@ DirFacts read_dir_facts(const std::string& dir) {
   f.mode = st.st_mode;
   return f;
 }
-
-}  // namespace
 
 std::optional<DiagDirProblem> claim_diag_dir(const std::string& dir, uid_t uid) {
   if (!safe_env_value(dir))

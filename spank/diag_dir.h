@@ -25,6 +25,8 @@ struct DirFacts {
   mode_t mode = 0;
 };
 
+DirFacts read_dir_facts(const std::string& dir);
+
 // Empty when `facts` describe a dir the user `uid` may trust; otherwise why not, as
 // the end of a message that starts "gpudiag: the diag dir PATH ".
 std::optional<std::string> distrust_diag_dir(const DirFacts& facts, uid_t uid);

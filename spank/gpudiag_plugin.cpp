@@ -58,6 +58,7 @@ struct State {
   // srun only: which step this is, for the summary at its end.
   std::uint32_t job_id = 0, step_id = 0;
   bool have_step = false;
+  uid_t job_uid = 0;  // whose diag dir it is (srun as root may run tasks as a user)
   // slurmstepd only: why gpudiag cannot run this step. A failure in init or
   // init_post_opt on the node is "launch failed" with exit 0 in srun (22.05), so it is
   // kept here and fails each task in task_init, where the task exits non-zero and the
@@ -425,6 +426,7 @@ int slurm_spank_local_user_init(spank_t sp, int, char**) {
     if (spank_context() != S_CTX_LOCAL) return 0;
     g.have_step = spank_get_item(sp, S_JOB_ID, &g.job_id) == ESPANK_SUCCESS &&
                   spank_get_item(sp, S_JOB_STEPID, &g.step_id) == ESPANK_SUCCESS;
+    if (spank_get_item(sp, S_JOB_UID, &g.job_uid) != ESPANK_SUCCESS) g.job_uid = ::getuid();
     return 0;
   });
 }
@@ -441,6 +443,11 @@ int slurm_spank_exit(spank_t, int, char**) {
       dir = gpudiag::default_diag_dir(submit ? submit : "", ::getcwd(cwd, sizeof cwd) ? cwd : "", g.job_id,
                                       g.step_id);
     }
+    // The tasks did not use a dir whose name or owner is wrong, and said why; reading it
+    // here would print control bytes, or summarize logs a neighbour planted.
+    if (!gpudiag::safe_env_value(dir)) return 0;
+    auto facts = gpudiag::read_dir_facts(dir);
+    if (facts.exists && gpudiag::distrust_diag_dir(facts, g.job_uid)) return 0;
     std::string text = gpudiag::nccl_step_summary(dir);
     std::fwrite(text.data(), 1, text.size(), stderr);
     std::fflush(stderr);
