@@ -13,8 +13,9 @@ namespace gpudiag {
 
 std::string default_diag_dir(const std::string& submit_dir, const std::string& cwd, std::uint32_t job_id,
                              std::uint32_t step_id) {
-  const std::string& base = !submit_dir.empty() ? submit_dir : !cwd.empty() ? cwd : std::string("/tmp");
-  return base + "/gpudiag-" + std::to_string(job_id) + "." + std::to_string(step_id);
+  std::string base = !submit_dir.empty() ? submit_dir : !cwd.empty() ? cwd : std::string("/tmp");
+  if (base.back() != '/') base += '/';
+  return base + "gpudiag-" + std::to_string(job_id) + "." + std::to_string(step_id);
 }
 
 std::optional<std::string> distrust_diag_dir(const DirFacts& f, uid_t uid) {

@@ -254,14 +254,15 @@ bool preflight_passes(gpudiag::EnvTarget& env, const gpudiag::TaskIds& t) {
 }
 
 int task_init(spank_t sp) {
+  std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
+  int local_id = 0;
+  if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step)) return 0;
+  // A batch script still runs: each srun in it then fails with the reason.
+  if (step == kBatchStep || step == kExternStep || step == kInteractiveStep) return 0;
   if (!g.remote_error.empty()) {
     slurm_error("%s", g.remote_error.c_str());
     return -1;
   }
-  std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
-  int local_id = 0;
-  if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step)) return 0;
-  if (step == kBatchStep || step == kExternStep || step == kInteractiveStep) return 0;
   item(sp, S_JOB_NNODES, nnodes);
   item(sp, S_JOB_NODEID, nodeid);
   item(sp, S_JOB_LOCAL_TASK_COUNT, local_count);

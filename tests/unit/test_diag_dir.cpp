@@ -16,6 +16,7 @@ TEST(DiagDir, OneDefaultRuleForTasksAndSrun) {
   EXPECT_EQ(default_diag_dir("/home/u/run", "/elsewhere", 12, 3), "/home/u/run/gpudiag-12.3");
   EXPECT_EQ(default_diag_dir("", "/home/u/cwd", 12, 3), "/home/u/cwd/gpudiag-12.3");
   EXPECT_EQ(default_diag_dir("", "", 12, 3), "/tmp/gpudiag-12.3");
+  EXPECT_EQ(default_diag_dir("/", "", 12, 3), "/gpudiag-12.3");
 }
 
 TEST(DiagDir, OnlyARealDirOfTheUserThatNoOneElseWrites) {
