@@ -7,7 +7,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
-from tagged import untag  # noqa: E402
+from tagged import strip, tag_of  # noqa: E402
 
 DUMP_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k in "
             "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', "
@@ -17,8 +17,14 @@ DUMP_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.item
 
 
 def json_rows(text):
-    # Steps with more than one task have [host:rank] on every line.
-    return [json.loads(untag(line)) for line in text.splitlines() if untag(line).startswith("{")]
+    # Steps with more than one task have [host:rank] on every line, and the relay cuts
+    # a line longer than one slurmstepd message (marked '+'): join each task's pieces.
+    tags = {tag_of(line) for line in text.splitlines()} - {None}
+    if not tags:
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    data = text.encode(errors="surrogateescape")
+    lines = [line for tag in tags for line in strip(data, tag.encode()).decode().splitlines()]
+    return [json.loads(line) for line in lines if line.startswith("{")]
 
 
 class PluginEnv(PluginClusterTest):
