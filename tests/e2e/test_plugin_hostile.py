@@ -107,6 +107,16 @@ class HostileNeighbour(PluginClusterTest):
             # srun refused it: no job was allocated, nothing ran.
             self.assertNotIn("srun: job", r.stderr)
             self.assertFalse(os.path.exists(marker))
+        # One the victim can write but that is not the victim's: a named dir must be the
+        # user's own, so the step fails before the program starts, saying why.
+        open_dir = os.path.join(self.shared, "attackers-open-dir")
+        self.as_user(self.attacker, ["mkdir", "-m", "0777", open_dir])
+        self.as_user(self.attacker, ["chmod", "0777", open_dir])
+        r = self.as_user(self.victim, ["srun", "-n1", f"--diag=dir={open_dir}", "touch", marker])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertRegex(r.stderr, rf"gpudiag: the diag dir {open_dir} belongs to another user \(uid \d+\), not to "
+                                   r"you \(uid \d+\): pick a directory of your own with --diag=dir=PATH")
+        self.assertFalse(os.path.exists(marker))
 
     def test_gpudiag_diag_longer_than_slurmstepd_reads_fails_in_srun(self):
         marker = os.path.join(self.victim.home, "launched-long")
