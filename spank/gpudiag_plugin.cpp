@@ -260,7 +260,9 @@ int task_init(spank_t sp) {
   // A batch script still runs: each srun in it then fails with the reason.
   if (step == kBatchStep || step == kExternStep || step == kInteractiveStep) return 0;
   if (!g.remote_error.empty()) {
-    slurm_error("%s", g.remote_error.c_str());
+    // Every task fails; the first of each node says why (slurmstepd adds a line per task).
+    item(sp, S_TASK_ID, local_id);
+    if (local_id == 0) slurm_error("%s", g.remote_error.c_str());
     return -1;
   }
   item(sp, S_JOB_NNODES, nnodes);
