@@ -121,17 +121,21 @@ void proc_stacks(std::ostringstream& o, pid_t pid) {
   }
 }
 
-// Everything about one process that may block: its /proc text and the tools.
-std::string look_at(pid_t pid, const StackTools& tools, double timeout) {
+// Everything about one process that may block: its /proc text and the tools, each
+// given at most tool_timeout and never past the deadline.
+std::string look_at(pid_t pid, const StackTools& tools, double tool_timeout, Clock::time_point deadline) {
+  auto timeout = [&] {
+    return std::max(0.1, std::min(tool_timeout, std::chrono::duration<double>(deadline - Clock::now()).count()));
+  };
   std::ostringstream o;
   const std::string p = std::to_string(pid);
   o << "   wchan: " << one_line(read_small("/proc/" + p + "/wchan", 128)) << "\n   cmdline: " << cmdline(pid) << "\n";
   bool got = false;
-  if (!tools.py_spy.empty()) run_tool(o, "py-spy", {tools.py_spy, "dump", "--pid", p}, timeout, got);
+  if (!tools.py_spy.empty()) run_tool(o, "py-spy", {tools.py_spy, "dump", "--pid", p}, timeout(), got);
   bool native = false;
-  if (!tools.eu_stack.empty()) run_tool(o, "eu-stack", {tools.eu_stack, "-p", p}, timeout, native);
+  if (!tools.eu_stack.empty()) run_tool(o, "eu-stack", {tools.eu_stack, "-p", p}, timeout(), native);
   else if (!tools.gdb.empty())
-    run_tool(o, "gdb", {tools.gdb, "-batch", "-nx", "-p", p, "-ex", "thread apply all bt"}, timeout, native);
+    run_tool(o, "gdb", {tools.gdb, "-batch", "-nx", "-p", p, "-ex", "thread apply all bt"}, timeout(), native);
   if (!got && !native) proc_stacks(o, pid);
   return o.str();
 }
@@ -213,7 +217,7 @@ std::string stack_report(const std::string& header, const std::vector<TaskRoot>&
           const std::size_t i = work->next++;
           ++work->running;
           lock.unlock();
-          std::string text = look_at(work->pids[i], tools, std::min(tool_timeout_s, left));
+          std::string text = look_at(work->pids[i], tools, tool_timeout_s, deadline);
           lock.lock();
           --work->running;
           work->text[i] = std::move(text);
