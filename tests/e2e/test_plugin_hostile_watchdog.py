@@ -104,6 +104,7 @@ class HostileNeighbour(PluginClusterTest):
 
     def assert_hang_ended(self, r, took, limit):
         self.assertIsNotNone(r, f"the step still ran after {STEP_LIMIT} s: the watchdog did not end it")
+        print(f"  step ended after {took:.1f} s (limit {limit} s)", file=sys.stderr)
         self.assertEqual(r.returncode, HANG_EXIT, r.stderr)
         self.assertLess(took, limit, r.stderr)
 
