@@ -179,7 +179,7 @@ namespace {
 pid_t hostile_sleeper() {
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::execl("/bin/sleep", "sle\x1b]0;pwned\x07" "ep", "\x1b[2J30", static_cast<char*>(nullptr));
+    ::execl("/bin/sh", "sh\x1b]0;pwned\x07", "-c", "sleep 30; :", "\x1b[2J", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   return pid;
@@ -214,7 +214,7 @@ TEST(StackReport, EscapesControlBytesInProcessText) {
   kill_tree(p);
   EXPECT_EQ(report.find('\x1b'), std::string::npos) << report;
   EXPECT_EQ(report.find('\x07'), std::string::npos) << report;
-  EXPECT_NE(report.find("cmdline: sle\\x1b]0;pwned\\x07ep \\x1b[2J30"), std::string::npos) << report;
+  EXPECT_NE(report.find("cmdline: sh\\x1b]0;pwned\\x07 -c sleep 30; : \\x1b[2J"), std::string::npos) << report;
 }
 
 TEST(StackReport, ProcessesThatCannotAnswerCostOneDeadline) {
