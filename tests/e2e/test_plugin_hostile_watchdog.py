@@ -119,15 +119,36 @@ class HostileNeighbour(PluginClusterTest):
                 return line.split("stacks in ", 1)[1].split(";", 1)[0]
         self.fail(f"no hang message in {stderr!r}")
 
-    def test_fifo_at_the_report_path_neither_blocks_nor_gets_the_report(self):
+    def test_a_shared_dir_with_a_planted_fifo_is_refused_before_the_program_starts(self):
+        # The attacker's way in is a diag dir others can write: the diag-dir rule refuses
+        # it, so the planted FIFO is never opened and the step fails at once, saying why.
         fifo = os.path.join(self.shared, f"hang.{self.cluster.node}.txt")
         self.attacker.run(["mkfifo", "-m", "0666", fifo], check=True)
         r, took = self.victim_srun("-n1", f"--diag=hang=2s,dir={self.shared}", "sleep", "600")
+        self.assertIsNotNone(r, "the step still ran")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(f"gpudiag: the diag dir {self.shared} belongs to another user", r.stderr)
+        self.assertLess(took, SLACK, r.stderr)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+
+    def own_diag_dir(self, name):
+        """A diag dir the diag-dir rule accepts: the victim's own, 0700."""
+        d = os.path.join(self.shared, name)
+        self.victim.run(["mkdir", "-m", "700", d], check=True)
+        return d
+
+    def test_fifo_at_the_report_path_neither_blocks_nor_gets_the_report(self):
+        # Defence in depth: in the user's own dir a FIFO can still be there (a program of
+        # theirs, a leftover). The report must neither block on it nor go into it.
+        d = self.own_diag_dir("fifo")
+        fifo = os.path.join(d, f"hang.{self.cluster.node}.txt")
+        self.victim.run(["mkfifo", "-m", "0600", fifo], check=True)
+        r, took = self.victim_srun("-n1", f"--diag=hang=2s,dir={d}", "sleep", "600")
         self.assert_hang_ended(r, took, 2 + REPORT_DEADLINE + SLACK)
         self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
         report = self.report_named_in(r.stderr)
         self.assertNotEqual(report, fifo)
-        self.assertEqual(os.path.dirname(report), self.shared)
+        self.assertEqual(os.path.dirname(report), d)
         st = os.lstat(report)
         self.assertTrue(stat.S_ISREG(st.st_mode))
         self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (self.victim.uid, 0o600))
@@ -137,9 +158,10 @@ class HostileNeighbour(PluginClusterTest):
     def test_link_at_the_report_path_is_not_followed(self):
         precious = os.path.join(self.victim.home, "precious")
         self.victim.run(["sh", "-c", "echo keep me > precious"], check=True)
-        link = os.path.join(self.shared, f"hang.{self.cluster.node}.txt")
-        self.attacker.run(["ln", "-s", precious, link], check=True)
-        r, took = self.victim_srun("-n1", f"--diag=hang=2s,dir={self.shared}", "sleep", "600")
+        d = self.own_diag_dir("link")
+        link = os.path.join(d, f"hang.{self.cluster.node}.txt")
+        self.victim.run(["ln", "-s", precious, link], check=True)
+        r, took = self.victim_srun("-n1", f"--diag=hang=2s,dir={d}", "sleep", "600")
         self.assert_hang_ended(r, took, 2 + REPORT_DEADLINE + SLACK)
         with open(precious) as f:
             self.assertEqual(f.read(), "keep me\n")
