@@ -394,7 +394,7 @@ TEST(ProbeOutcome, BrokenDriverIsCriticalLocalConditionsAreUnknown) {
   CommandResult run;
   run.started = true;
   run.exit_code = 0;
-  run.out = R"({"error": {"kind": "driver_fault", "message": "cuInit failed: system not yet initialized (802)"}})";
+  run.out = R"j({"error": {"kind": "driver_fault", "message": "cuInit failed: system not yet initialized (802)"}})j";
   EXPECT_EQ(interpret_probe(run, "/p", 5, GpuExpect{}).failure->status, Status::critical);
   for (const char* kind : {"busy", "incompatible", "driver"}) {
     run.out = std::string(R"({"error": {"kind": ")") + kind + R"(", "message": "m"}})";
