@@ -25,7 +25,7 @@ const std::string kFixtures = GPUDIAG_FIXTURES_DIR;
 
 const char* const kFakeVars[] = {"FAKE_GPUS",       "FAKE_CUDA_GPUS",     "FAKE_CUDA_ORDER", "FAKE_NVLINKS",
                                  "FAKE_NVLINK_DOWN", "FAKE_NVLINK_UNSUPPORTED", "FAKE_NVLINK_NOCAP", "FAKE_P2P_STATUS",
-                                 "FAKE_ECC",        "FAKE_MIG",           "FAKE_FABRIC",     "FAKE_SLOW_PAIR",
+                                 "FAKE_ECC",        "FAKE_REMAPPED",      "FAKE_MIG",           "FAKE_FABRIC",     "FAKE_SLOW_PAIR",
                                  "FAKE_FAIL",       "FAKE_HANG",          "FAKE_NCCL_LAST_ERROR", "NCCL_DEBUG"};
 
 class FakeDriver : public ::testing::Test {
@@ -94,6 +94,15 @@ TEST_F(FakeDriver, HealthyNodeIsOkThroughTheRealProbe) {
   const std::string nccl = check(r, "nccl")["summary"];
   EXPECT_EQ(nccl.rfind("NCCL 2.28.9, 8 x NVIDIA H100 80GB HBM3: busbw ", 0), 0u) << nccl;
   EXPECT_NE(nccl.find("results correct"), std::string::npos) << nccl;
+}
+
+TEST_F(FakeDriver, EccAndRowRemappingReachTheReport) {
+  env({{"FAKE_ECC", "2:5"}, {"FAKE_REMAPPED", "3:pending,5:failure"}});
+  json c = check(health("gpu", config()), "gpu");
+  EXPECT_EQ(c["status"], "critical") << text(c);
+  EXPECT_TRUE(has(c, "critical GPU2 (NVIDIA H100 80GB HBM3, 00000000:39:00.0): 5 uncorrected ECC error(s)")) << text(c);
+  EXPECT_TRUE(has(c, "warning GPU3 (NVIDIA H100 80GB HBM3, 00000000:49:00.0): a memory row remapping is pending")) << text(c);
+  EXPECT_TRUE(has(c, "critical GPU5 (NVIDIA H100 80GB HBM3, 00000000:69:00.0): row remapping failed")) << text(c);
 }
 
 // 3.1: NCCL logs on stdout when NCCL_DEBUG is set; the probe's JSON must survive it.

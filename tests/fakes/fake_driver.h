@@ -11,6 +11,7 @@
 //   FAKE_NVLINK_NOCAP=6,7     links 6 and 7 are unwired: no P2P capability, inactive
 //   FAKE_P2P_STATUS=0         nvmlDeviceGetP2PStatus's answer for every pair
 //   FAKE_ECC=2:5              GPU 2 has 5 volatile uncorrected ECC errors
+//   FAKE_REMAPPED=1:pending   GPU 1 has a row remapping pending (or N:failure)
 //   FAKE_MIG=1                every GPU is in MIG mode
 //   FAKE_FABRIC=1:0           nvmlDeviceGetGpuFabricInfo: state 1 (NOT_STARTED), status 0
 //   FAKE_SLOW_PAIR=1,2        peer copies between NVML GPUs 1 and 2 run at 5 GB/s

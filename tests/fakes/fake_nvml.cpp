@@ -103,8 +103,13 @@ int nvmlDeviceGetRetiredPagesPendingStatus(void* h, int* pending) {
   return valid(h) ? 0 : 2;
 }
 int nvmlDeviceGetRemappedRows(void* h, unsigned* corr, unsigned* unc, unsigned* pend, unsigned* fail) {
+  if (!valid(h)) return 2;
   *corr = *unc = *pend = *fail = 0;
-  return valid(h) ? 0 : 2;
+  const std::string me = std::to_string(idx(h));
+  *pend = fake::in_list("FAKE_REMAPPED", me + ":pending");
+  *fail = fake::in_list("FAKE_REMAPPED", me + ":failure");
+  *unc = *pend + *fail;
+  return 0;
 }
 int nvmlDeviceGetFieldValues(void* h, int n, FieldValue* values) {
   if (!valid(h)) return 2;
