@@ -4,9 +4,11 @@
 scale, whether every result was correct, and the wall time of the probe and of
 `gpudiag-health --checks gpu,p2p,nccl`.
 
-Usage: bench/gpu_allreduce.py [--build build] [--sizes 8M,...,4G] [--iters 20]
+Usage: bench/gpu_allreduce.py [--build build] [--sizes 8M,...,4G] [--iters 20] [--fakes]
 
-Without a GPU it says why and times the clean UNKNOWN path instead.
+Without a GPU it says why and times the clean UNKNOWN path instead. --fakes runs the
+same through the fake NVML, CUDA driver and NCCL of tests/fakes (8 simulated GPUs):
+the probe's own cost, not a GPU's; the bandwidths are the fakes' simulated ones.
 """
 import argparse
 import json
@@ -30,11 +32,21 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--sizes", default=SIZES)
     ap.add_argument("--iters", default="20")
+    ap.add_argument("--fakes", action="store_true", help="load the fake libraries from tests/fakes")
     args = ap.parse_args()
     probe = os.path.join(args.build, "libexec/gpudiag/gpudiag-gpu-probe")
     health = os.path.join(args.build, "healthcheck/gpudiag-health")
+    libraries = {}
+    if args.fakes:
+        fakes = os.path.join(args.build, "tests/fakes")
+        libraries = {k: os.path.join(fakes, f"libfake_{k}.so") for k in ("nvml", "cuda", "nccl")}
+        probe_argv = [probe] + [a for k, v in libraries.items() for a in (f"--{k}", v)]
+        if args.sizes == SIZES:
+            args.sizes = "1M,8M"  # the fakes reduce in host memory, on the CPU
+    else:
+        probe_argv = [probe]
 
-    wall, p = timed([probe, "devices"])
+    wall, p = timed(probe_argv + ["devices"])
     devices = json.loads(p.stdout)
     if "error" in devices:
         print(f"no usable GPU: {devices['error']['message']}")
@@ -44,7 +56,7 @@ def main():
     print(f"driver {devices.get('driver_version')}, GPUs: " + ", ".join(g.get("name", "?") for g in devices["gpus"]))
     print(f"probe devices: {wall * 1000:.0f} ms")
 
-    wall, p = timed([probe, "allreduce", "--sizes", args.sizes, "--iters", args.iters, "--warmup", "5"])
+    wall, p = timed(probe_argv + ["allreduce", "--sizes", args.sizes, "--iters", args.iters, "--warmup", "5"])
     out = json.loads(p.stdout)
     if "error" in out:
         print(f"all_reduce failed: {out['error']}")
@@ -58,12 +70,18 @@ def main():
     for c in out.get("device_copy", []):
         print(f"GPU{c['gpu']} device-to-device copy: {c['gbps']:.1f} GB/s ({c['bytes']} bytes x {c['iters']})")
 
-    wall, p = timed([probe, "p2p"])
+    wall, p = timed(probe_argv + ["p2p"])
     print(f"probe p2p: {wall * 1000:.0f} ms")
     cfg = os.path.join("/tmp", f"gpudiag-bench-{os.getpid()}.yaml")
     with open(cfg, "w") as f:
-        f.write(f"gpu: {{count: {len(devices['gpus'])}}}\n")
-    wall, p = timed([health, "--config", cfg, "--checks", "gpu,p2p,nccl"])
+        if libraries:
+            # The fixture tree with 8 H100s on PCI stands in for this machine's /sys.
+            f.write(f"gpu: {{count: {len(devices['gpus'])}, probe: {probe}, libraries: {json.dumps(libraries)}}}\n"
+                    "nccl: {bytes: 8M}\n")
+        else:
+            f.write(f"gpu: {{count: {len(devices['gpus'])}}}\n")
+    root = ["--fs-root", os.path.join(args.build, "fixtures/healthy")] if libraries else []
+    wall, p = timed([health, "--config", cfg, "--checks", "gpu,p2p,nccl"] + root)
     os.unlink(cfg)
     print(f"gpudiag-health --checks gpu,p2p,nccl: exit {p.returncode} in {wall:.2f} s")
     print(p.stdout)

@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   report.add(gpudiag::evaluate_p2p(outcome.data, p2p));
   gpudiag::NcclCheckSettings nccl;
   nccl.min_bandwidth.push_back({"*H100*", 8, 400, 0});
-  report.add(gpudiag::evaluate_nccl(outcome.data, nccl));
+  report.add(gpudiag::evaluate_nccl(outcome.data, nccl, expect));
   // Strings from the probe reach every output format.
   (void)gpudiag::format_human(report, true, false);
   (void)gpudiag::format_json(report);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "healthcheck/bandwidth_rules.h"
+#include "healthcheck/cuda_nvml_join.h"
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/probe_fields.h"
 #include "nodeinfo/bus_bandwidth.h"
@@ -19,9 +20,14 @@ std::string size_text(unsigned long long bytes) {
   return fmt::format("{} {}", bytes, units[u]);
 }
 
-CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s) {
+CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s, const GpuExpect& expect) {
   CheckResult out;
   out.name = "nccl";
+  if (auto na = probe_field<std::string>(data, "not_applicable")) {
+    out.add({"nccl", Status::ok, "the all_reduce test does not apply: " + *na, ""});
+    out.summary = "not applicable: " + *na;
+    return out;
+  }
   const nlohmann::json* result = nullptr;
   if (data.contains("results") && data["results"].is_array() && !data["results"].empty() &&
       data["results"][0].is_object())
@@ -42,6 +48,12 @@ CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s
   if (data["gpus"][0].is_object() && data["gpus"][0].contains("name") && data["gpus"][0]["name"].is_string())
     model = data["gpus"][0]["name"].get<std::string>();
   const std::string where = fmt::format("{} x {}", ranks, model);
+
+  if (add_cuda_nvml_gaps(out, data) == 0 && expect.count && ranks < *expect.count)
+    out.add({"ranks", Status::critical,
+             fmt::format("all_reduce ran on {} GPU(s) where {} are expected (gpu.count)", ranks, *expect.count),
+             "CUDA lists fewer GPUs than the node has: look for Xid errors in `dmesg` and compare `nvidia-smi -L`; "
+             "reset the missing GPU or reboot"});
 
   if (!probe_field<bool>(*result, "correct").value_or(false))
     out.add({"allreduce", Status::critical,
@@ -103,7 +115,7 @@ CheckResult run_nccl_check(const CheckContext& ctx) {
     if (auto v = probe_field<std::string>(probe.data, "nccl_version")) out.summary += ", NCCL " + *v;
     return out;
   }
-  return evaluate_nccl(probe.data, ctx.cfg.nccl);
+  return evaluate_nccl(probe.data, ctx.cfg.nccl, ctx.cfg.gpu);
 }
 
 }  // namespace gpudiag

@@ -10,8 +10,10 @@
 namespace gpudiag {
 
 // Pure: the probe's "allreduce" object against the settings. Bandwidth is recomputed
-// here from bytes and time, so the formula lives in one tested place.
-CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s);
+// here from bytes and time, so the formula lives in one tested place. The ranks are
+// checked against NVML's list (the probe's join) and gpu.count: an all_reduce that
+// left a GPU out says nothing about that GPU.
+CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s, const GpuExpect& expect = {});
 CheckResult run_nccl_check(const CheckContext& ctx);
 // "1 GiB", "8 MiB", "1536 B"
 std::string size_text(unsigned long long bytes);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "healthcheck/cuda_nvml_join.h"
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/p2p_matrix.h"
 #include "healthcheck/probe_fields.h"
@@ -47,6 +48,7 @@ void add_bandwidth(CheckResult& out, const nlohmann::json& bw, const P2pSettings
     out.add({"bandwidth", Status::unknown, "the GPU probe's bandwidth matrix is unreadable", ""});
     return;
   }
+  add_cuda_nvml_gaps(out, bw);
   double lowest = -1;
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) {
@@ -69,6 +71,11 @@ void add_bandwidth(CheckResult& out, const nlohmann::json& bw, const P2pSettings
 CheckResult evaluate_p2p(const nlohmann::json& data, const P2pSettings& s) {
   CheckResult out;
   out.name = "p2p";
+  if (auto na = probe_field<std::string>(data, "not_applicable")) {
+    out.add({"p2p", Status::ok, "P2P does not apply: " + *na, ""});
+    out.summary = "not applicable: " + *na;
+    return out;
+  }
   const std::size_t n = data.contains("gpus") && data["gpus"].is_array() ? data["gpus"].size() : 0;
   auto read = read_matrix(data, "read", n), write = read_matrix(data, "write", n), nvlink = read_matrix(data, "nvlink", n);
   if (n == 0 || !read || !write || !nvlink) {
@@ -81,16 +88,21 @@ CheckResult evaluate_p2p(const nlohmann::json& data, const P2pSettings& s) {
     out.summary = "1 GPU, no pairs";
     return out;
   }
-  int bad_pairs = 0;
+  int bad_pairs = 0, unknown_pairs = 0;
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = i + 1; j < n; ++j) {
       // Both directions: P2P status need not be symmetric.
-      std::vector<std::string> problems;
+      std::vector<std::string> problems, unread;
       int worst = 0;
       auto look = [&](const P2pMatrix& m, const char* kind) {
         for (auto [a, b] : {std::pair{i, j}, std::pair{j, i}}) {
           int st = m[a][b];
           if (st == 0) continue;
+          if (st < 0) {
+            // The query failed: nothing is known about the pair, which is not a fault.
+            unread.push_back(kind);
+            continue;
+          }
           std::string text = fmt::format("{} {} ({})", kind, p2p_code(st), p2p_meaning(st));
           if (a != i) text += fmt::format(" from GPU{}", a);
           problems.push_back(text);
@@ -103,6 +115,20 @@ CheckResult evaluate_p2p(const nlohmann::json& data, const P2pSettings& s) {
         look(*write, "WRITE");
       }
       if (s.expect == "nvlink") look(*nvlink, "NVLINK");
+      if (problems.empty() && !unread.empty()) {
+        ++unknown_pairs;
+        if (unknown_pairs <= 8) {
+          std::string why;
+          if (data.contains("query_errors") && data["query_errors"].is_array() && !data["query_errors"].empty() &&
+              data["query_errors"][0].is_string())
+            why = " (" + data["query_errors"][0].get<std::string>() + ")";
+          out.add({fmt::format("GPU{}-GPU{}", i, j), Status::unknown,
+                   fmt::format("GPU{}-GPU{}: P2P status could not be read{}", i, j, why),
+                   "NVML could not answer for this pair: compare with `nvidia-smi topo -p2p r`; the gpu check "
+                   "reports GPUs that NVML cannot reach"});
+        }
+        continue;
+      }
       if (problems.empty()) continue;
       ++bad_pairs;
       std::string list;
@@ -122,8 +148,9 @@ CheckResult evaluate_p2p(const nlohmann::json& data, const P2pSettings& s) {
   }
   const std::size_t pairs = n * (n - 1) / 2;
   out.summary = s.expect == "any" ? fmt::format("{} GPUs, {} pairs (p2p.expect: any)", n, pairs)
-                                  : fmt::format("{} of {} GPU pairs {}", pairs - bad_pairs, pairs,
+                                  : fmt::format("{} of {} GPU pairs {}", pairs - bad_pairs - unknown_pairs, pairs,
                                                 s.expect == "nvlink" ? "with NVLink P2P" : "with P2P read and write");
+  if (unknown_pairs) out.summary += fmt::format(", {} unread", unknown_pairs);
   return out;
 }
 

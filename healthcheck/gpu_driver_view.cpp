@@ -16,6 +16,14 @@ void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const
   const std::string who = fmt::format("{} ({}, {})", subject, name, bus);
   std::size_t before = out.findings.size();
 
+  if (auto why = probe_field<std::string>(g, "not_accessible")) {
+    // NO_PERMISSION: a job's device cgroup hides the GPU from this process. Nothing is
+    // known about it from here, which is not a fault.
+    out.add({subject, Status::unknown, fmt::format("{}: not accessible here ({})", subject, *why),
+             "a job's cgroup hides this GPU: run gpudiag-health outside jobs (HealthCheckProgram, as root) to check "
+             "it"});
+    return;
+  }
   if (g.contains("errors") && g["errors"].is_array())
     for (const auto& e : g["errors"])
       if (e.is_string())
@@ -57,10 +65,31 @@ void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const
                "see `nvidia-smi nvlink -s`; reseat or reboot; on HGX systems check that nvidia-fabricmanager runs"});
     }
   }
+  if (g.contains("fabric") && g["fabric"].is_object()) {
+    // NVSwitch systems: each GPU registers with the fabric manager before CUDA can use
+    // it (nvmlGpuFabricState_t: 1 not started, 2 in progress, 3 completed).
+    const auto& f = g["fabric"];
+    const auto state = probe_field<unsigned long long>(f, "state").value_or(0);
+    const auto status = probe_field<unsigned long long>(f, "status").value_or(0);
+    const std::string fm = "check nvidia-fabricmanager (`systemctl status nvidia-fabricmanager`, "
+                           "/var/log/fabricmanager.log); its version must match the driver's";
+    if (state == 3 && status != 0)
+      out.add({subject, Status::critical,
+               fmt::format("{}: NVSwitch fabric registration failed: {}", who,
+                           probe_field<std::string>(f, "status_text").value_or(std::to_string(status))),
+               fm});
+    else if (state == 1)
+      out.add({subject, Status::critical, fmt::format("{}: NVSwitch fabric registration has not started", who), fm});
+    else if (state == 2)
+      out.add({subject, Status::warning, fmt::format("{}: NVSwitch fabric registration is still in progress", who),
+               "wait a minute and check again; if it stays, " + fm});
+  }
   if (!expect.model.empty() && !matches(expect.model, name))
     out.add({subject, Status::warning, fmt::format("{} is not a '{}' (gpu.model)", who, expect.model),
              "update gpu.model if the hardware changed"});
-  if (out.findings.size() == before) out.add({subject, Status::ok, fmt::format("{}: healthy", who), ""});
+  if (out.findings.size() == before)
+    out.add({subject, Status::ok,
+             fmt::format("{}: healthy{}", who, probe_field<bool>(g, "mig").value_or(false) ? ", MIG mode on" : ""), ""});
 }
 
 }  // namespace

@@ -74,7 +74,9 @@ ProbeOutcome interpret_probe(const CommandResult& run, const std::string& probe,
     std::string message = probe_field<std::string>(e, "message").value_or("");
     std::string hint = probe_field<std::string>(e, "hint").value_or("");
     if (message.empty()) message = "the GPU probe reported an error without a message";
-    if (kind == "gpu") {
+    if (kind == "gpu" || kind == "driver_fault") {
+      // A GPU call failed, or the driver is installed but broken (fabric manager down,
+      // library and module of different versions): the node needs an admin.
       out.failure = probe_finding(Status::critical, message, hint);
     } else if (expect.expects_none()) {
       // A CPU node: no driver and no GPU is what the config says it should have.
@@ -136,6 +138,9 @@ ProbeOutcome run_probe(const CheckContext& ctx, const std::string& section, cons
   if (!expect.libraries.nvml.empty()) argv.insert(argv.end(), {"--nvml", expect.libraries.nvml});
   if (!expect.libraries.cuda.empty()) argv.insert(argv.end(), {"--cuda", expect.libraries.cuda});
   if (!expect.libraries.nccl.empty()) argv.insert(argv.end(), {"--nccl", expect.libraries.nccl});
+  // The probe stops waiting on the GPU a little before it would be killed, so that a
+  // stuck kernel comes back with its diagnosis instead of as a bare timeout.
+  argv.insert(argv.end(), {"--wait-limit", fmt::format("{:g}", timeout - std::min(2.0, timeout / 4))});
   argv.push_back(section);
   argv.insert(argv.end(), args.begin(), args.end());
   CommandResult run = run_command(argv, timeout, 8 << 20);

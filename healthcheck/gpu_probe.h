@@ -21,7 +21,9 @@ struct ProbeOutcome {
 
 // Pure. Timeouts and deaths by signal are CRITICAL (a hung or crashing GPU stack is a
 // bad node); a missing library, driver or GPU is UNKNOWN, or OK when the config
-// expects no GPUs; a failed call on a GPU that exists is CRITICAL.
+// expects no GPUs; a failed call on a GPU that exists ("gpu") and a broken driver
+// ("driver_fault") are CRITICAL; "busy" and "incompatible" (conditions of this run or
+// install, not faults) are UNKNOWN.
 ProbeOutcome interpret_probe(const CommandResult& run, const std::string& probe, double timeout_s,
                              const GpuExpect& expect);
 

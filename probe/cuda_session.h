@@ -3,6 +3,7 @@
 // Built once per probe run; calls that fail throw GpuCallError.
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -15,13 +16,16 @@ struct GpuSlot {
   CUcontext ctx = nullptr;
   CUstream stream = nullptr;
   CUevent start = nullptr, stop = nullptr;
-  std::string name, pci_bus_id;
+  std::string name, pci_bus_id, uuid;
 };
+
+using Deadline = std::chrono::steady_clock::time_point;
 
 class CudaSession {
  public:
-  // On failure `error()` holds the probe_error JSON and there are no GPUs.
-  explicit CudaSession(const std::string& cuda_path);
+  // On failure `error()` holds the probe_error JSON and there are no GPUs. Waits for
+  // the GPU give up at `deadline`, so that a stuck kernel is reported, not waited on.
+  CudaSession(const std::string& cuda_path, Deadline deadline);
   const nlohmann::json& error() const { return error_; }
   const Cuda& cu() const { return cu_; }
   std::vector<GpuSlot>& gpus() { return gpus_; }
@@ -29,15 +33,19 @@ class CudaSession {
   void use(std::size_t i) const;  // makes GPU i's context current
   // Milliseconds between GPU i's start and stop events, after waiting for stop.
   float elapsed_ms(std::size_t i) const;
-  nlohmann::json describe() const;  // [{"index", "name", "pci_bus_id"}]
+  // Polls until `ev` completes; throws GpuCallError at the deadline.
+  void wait(std::size_t i, CUevent ev, const char* what) const;
+  nlohmann::json describe() const;  // [{"index", "name", "pci_bus_id", "uuid"}]
 
  private:
   Cuda cu_;
+  Deadline deadline_;
   nlohmann::json error_;
   std::vector<GpuSlot> gpus_;
 };
 
-// Device memory that frees itself; the GPU's context must exist while it lives.
+// Device memory that frees itself; the GPU's context must exist while it lives. After a
+// failed GPU call it is left to the process's exit (gpu_poisoned()).
 class DeviceBuffer {
  public:
   DeviceBuffer(const CudaSession& s, std::size_t gpu, std::size_t bytes);

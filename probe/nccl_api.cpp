@@ -1,7 +1,5 @@
 #include "probe/nccl_api.h"
 
-#include "probe/cuda_api.h"
-
 namespace gpudiag::probe {
 
 Nccl load_nccl(const std::string& configured) {
@@ -14,9 +12,12 @@ Nccl load_nccl(const std::string& configured) {
   resolve(n.lib, n.error_string, {"ncclGetErrorString"}, m);
   resolve(n.lib, n.comm_init_all, {"ncclCommInitAll"}, m);
   resolve(n.lib, n.comm_destroy, {"ncclCommDestroy"}, m);
+  resolve(n.lib, n.comm_abort, {"ncclCommAbort"}, m);
   resolve(n.lib, n.all_reduce, {"ncclAllReduce"}, m);
   resolve(n.lib, n.group_start, {"ncclGroupStart"}, m);
   resolve(n.lib, n.group_end, {"ncclGroupEnd"}, m);
+  std::string optional;
+  resolve(n.lib, n.last_error, {"ncclGetLastError"}, optional);
   return n;
 }
 
@@ -36,8 +37,14 @@ std::string nccl_version_text(int code) {
 
 void check_nccl(const Nccl& nc, ncclResult_t r, const char* what) {
   if (r == ncclSuccess) return;
+  poison_gpu();
   const char* s = nc.error_string ? nc.error_string(r) : nullptr;
   throw GpuCallError{std::string(what) + " failed: " + (s ? s : "NCCL error") + " (" + std::to_string(r) + ")"};
+}
+
+std::string nccl_last_error(const Nccl& nc, ncclComm_t comm) {
+  const char* s = nc.last_error ? nc.last_error(comm) : nullptr;
+  return s ? s : "";
 }
 
 }  // namespace gpudiag::probe

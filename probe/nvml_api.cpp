@@ -31,6 +31,10 @@ Nvml load_nvml(const std::string& configured) {
   std::string optional;
   resolve(n.lib, n.remapped_rows, {"nvmlDeviceGetRemappedRows"}, optional);
   resolve(n.lib, n.nvlink_state, {"nvmlDeviceGetNvLinkState"}, optional);
+  resolve(n.lib, n.field_values, {"nvmlDeviceGetFieldValues"}, optional);
+  resolve(n.lib, n.nvlink_capability, {"nvmlDeviceGetNvLinkCapability"}, optional);
+  resolve(n.lib, n.mig_mode, {"nvmlDeviceGetMigMode"}, optional);
+  resolve(n.lib, n.fabric_info, {"nvmlDeviceGetGpuFabricInfo"}, optional);
   return n;
 }
 

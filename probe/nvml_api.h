@@ -14,13 +14,47 @@ using nvmlDevice_t = struct nvmlDevice_st*;
 constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr nvmlReturn_t kNvmlInvalidArgument = 2;
 constexpr nvmlReturn_t kNvmlNotSupported = 3;
+constexpr nvmlReturn_t kNvmlNoPermission = 4;  // e.g. a GPU that the job's cgroup hides
 constexpr nvmlReturn_t kNvmlDriverNotLoaded = 9;
-constexpr unsigned kNvmlMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS
+constexpr nvmlReturn_t kNvmlLibRmVersionMismatch = 18;  // driver upgraded, old module loaded
+constexpr unsigned kNvmlMaxLinks = 18;              // NVML_NVLINK_MAX_LINKS
+constexpr unsigned kNvmlFiNvlinkLinkCount = 91;     // NVML_FI_DEV_NVLINK_LINK_COUNT
+constexpr int kNvmlNvlinkCapP2pSupported = 0;       // NVML_NVLINK_CAP_P2P_SUPPORTED
+constexpr int kNvmlValueTypeUnsignedInt = 1;        // NVML_VALUE_TYPE_UNSIGNED_INT
+constexpr unsigned char kNvmlFabricNotSupported = 0;  // NVML_GPU_FABRIC_STATE_*
+constexpr unsigned char kNvmlFabricNotStarted = 1;
+constexpr unsigned char kNvmlFabricInProgress = 2;
+constexpr unsigned char kNvmlFabricCompleted = 3;
 
 struct nvmlPciInfo_t {
   char busIdLegacy[16];
   unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
   char busId[32];
+};
+
+struct nvmlFieldValue_t {
+  unsigned fieldId, scopeId;
+  long long timestamp, latencyUsec;
+  int valueType;  // nvmlValueType_t
+  nvmlReturn_t nvmlReturn;
+  union {
+    double dVal;
+    unsigned uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    int siVal;
+    unsigned short usVal;
+  } value;
+};
+static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t is 40 bytes in nvml.h");
+
+// nvmlDeviceGetGpuFabricInfo (R535 and later), the unversioned struct.
+struct nvmlGpuFabricInfo_t {
+  char clusterUuid[16];
+  nvmlReturn_t status;  // meaningful once state is COMPLETED
+  unsigned cliqueId;
+  unsigned char state;  // nvmlGpuFabricState_t
 };
 
 struct Nvml {
@@ -42,6 +76,12 @@ struct Nvml {
   nvmlReturn_t (*nvlink_state)(nvmlDevice_t, unsigned, int*) = nullptr;
   // (d1, d2, NVML_P2P_CAPS_INDEX_READ=0 / WRITE=1 / NVLINK=2, status)
   nvmlReturn_t (*p2p_status)(nvmlDevice_t, nvmlDevice_t, int, int*) = nullptr;
+  // Optional, null where the driver lacks them.
+  nvmlReturn_t (*field_values)(nvmlDevice_t, int, nvmlFieldValue_t*) = nullptr;
+  // (device, link, NVML_NVLINK_CAP_*, result)
+  nvmlReturn_t (*nvlink_capability)(nvmlDevice_t, unsigned, int, unsigned*) = nullptr;
+  nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned*, unsigned*) = nullptr;  // current, pending
+  nvmlReturn_t (*fabric_info)(nvmlDevice_t, nvmlGpuFabricInfo_t*) = nullptr;
 
   std::string err(nvmlReturn_t r) const;
 };

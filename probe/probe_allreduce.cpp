@@ -6,8 +6,11 @@
 
 #include "nodeinfo/bus_bandwidth.h"
 #include "probe/cuda_session.h"
+#include "probe/gpu_join.h"
 #include "probe/nccl_api.h"
+#include "probe/nvml_session.h"
 #include "probe/probe_copy.h"
+#include "probe/probe_failure.h"
 
 namespace gpudiag::probe {
 namespace {
@@ -26,9 +29,11 @@ class Comms {
     check_nccl(nc, nc.comm_init_all(comms_.data(), n, devs.data()), "ncclCommInitAll");
     live_ = true;
   }
+  // After a failure, abort: ncclCommDestroy waits for the communicator's kernels,
+  // which may never finish.
   ~Comms() {
     if (live_)
-      for (auto c : comms_) nc_.comm_destroy(c);
+      for (auto c : comms_) gpu_poisoned() ? nc_.comm_abort(c) : nc_.comm_destroy(c);
   }
   ncclComm_t operator[](std::size_t i) const { return comms_[i]; }
 
@@ -81,15 +86,37 @@ nlohmann::json probe_allreduce(const ProbeOptions& opts) {
   if (!nc.lib)
     return probe_error("library", "cannot load NCCL: " + describe_attempts(nc.lib),
                        "install NCCL (libnccl2), or set gpu.libraries.nccl in gpudiag.yaml");
-  if (!nc.missing.empty()) return probe_error("library", "NCCL at " + nc.lib.path + " lacks " + nc.missing, "");
+  if (!nc.missing.empty())
+    return probe_error("library", "NCCL at " + nc.lib.path + " lacks " + nc.missing,
+                       "install NCCL 2.12 or later, or set gpu.libraries.nccl in gpudiag.yaml");
   int code = 0;
   nc.get_version(&code);
 
-  CudaSession s(opts.cuda_path);
+  // NVML's list is the node's: the ranks are checked against it, so that a GPU CUDA
+  // cannot use is not silently left out of the all_reduce.
+  std::vector<NvmlGpu> nvml;
+  nlohmann::json nvml_error;
+  {
+    NvmlSession ns(opts.nvml_path);
+    nvml_error = ns.error();
+    nvml = ns.gpus();
+  }
+  if (std::string mig = mig_gpus(nvml); !mig.empty())
+    return {{"nccl_version", nccl_version_text(code)}, {"not_applicable", "MIG mode is on (" + mig + ")"},
+            {"nvml_gpus", nvml.size()}};
+
+  CudaSession s(opts.cuda_path, opts.deadline);
   if (!s.error().is_null()) return s.error();
   const std::size_t n = s.gpus().size();
+  const std::vector<int> nvml_of = match_cuda_to_nvml(s.gpus(), nvml);
   nlohmann::json out = {{"nccl_version", nccl_version_text(code)}, {"nccl_library", nc.lib.path},
-                        {"cuda_library", s.cu().lib.path}, {"gpus", s.describe()}, {"ranks", n}};
+                        {"cuda_library", s.cu().lib.path}, {"gpus", describe_joined(s, nvml_of)}, {"ranks", n}};
+  if (nvml_error.is_null()) {
+    out["nvml_gpus"] = nvml.size();
+    out["missing_from_cuda"] = missing_from_cuda(nvml, nvml_of);
+  } else {
+    out["nvml_error"] = nvml_error["error"];
+  }
   int driver = 0;
   if (s.cu().driver_version(&driver) == CUDA_SUCCESS) out["cuda_driver_version"] = driver;
   try {
@@ -138,7 +165,8 @@ nlohmann::json probe_allreduce(const ProbeOptions& opts) {
     recv.clear();
     out["device_copy"] = device_copy_bandwidth(s, std::min<unsigned long long>(max_bytes, 1ull << 30), 10);
   } catch (const GpuCallError& e) {
-    nlohmann::json err = probe_error("gpu", e.message, "look at `dmesg` for Xid errors; run with NCCL_DEBUG=INFO");
+    nlohmann::json err = gpu_call_failure(e, nccl_last_error(nc, nullptr),
+                                          "look at `dmesg` for Xid errors; run with NCCL_DEBUG=INFO");
     err.update(out);
     return err;
   }

@@ -1,6 +1,10 @@
 #include "probe/probe_copy.h"
 
+#include <algorithm>
 #include <memory>
+
+#include "probe/gpu_join.h"
+#include "probe/probe_failure.h"
 
 namespace gpudiag::probe {
 
@@ -23,8 +27,23 @@ nlohmann::json device_copy_bandwidth(CudaSession& s, std::size_t bytes, int iter
   return out;
 }
 
-nlohmann::json probe_peer_bandwidth(const ProbeOptions& opts) {
-  CudaSession s(opts.cuda_path);
+nlohmann::json describe_joined(const CudaSession& s, const std::vector<int>& nvml_of) {
+  nlohmann::json gpus = s.describe();
+  for (std::size_t i = 0; i < gpus.size(); ++i)
+    gpus[i]["nvml_index"] = nvml_of[i] >= 0 ? nlohmann::json(nvml_of[i]) : nlohmann::json(nullptr);
+  return gpus;
+}
+
+nlohmann::json missing_from_cuda(const std::vector<NvmlGpu>& nvml, const std::vector<int>& nvml_of) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t n = 0; n < nvml.size(); ++n)
+    if (std::find(nvml_of.begin(), nvml_of.end(), static_cast<int>(n)) == nvml_of.end())
+      out.push_back({{"index", n}, {"pci_bus_id", nvml[n].pci_bus_id}, {"uuid", nvml[n].uuid}});
+  return out;
+}
+
+nlohmann::json probe_peer_bandwidth(const ProbeOptions& opts, const std::vector<NvmlGpu>& nvml) {
+  CudaSession s(opts.cuda_path, opts.deadline);
   if (!s.error().is_null()) return s.error();
   const Cuda& cu = s.cu();
   const std::size_t n = s.gpus().size();
@@ -69,9 +88,28 @@ nlohmann::json probe_peer_bandwidth(const ProbeOptions& opts) {
       gbps.push_back(brow);
     }
   } catch (const GpuCallError& e) {
-    return probe_error("gpu", e.message, "look at `dmesg` for Xid errors and at `nvidia-smi topo -p2p r`");
+    return gpu_call_failure(e, "", "look at `dmesg` for Xid errors and at `nvidia-smi topo -p2p r`");
   }
-  return {{"gpus", s.describe()}, {"bytes", bytes}, {"peer_access", access}, {"gbps", gbps}};
+  // Measured in CUDA order; reported in NVML order.
+  const std::vector<int> nvml_of = match_cuda_to_nvml(s.gpus(), nvml);
+  const std::size_t m = nvml.size();
+  nlohmann::json access_n = nlohmann::json::array(), gbps_n = nlohmann::json::array();
+  for (std::size_t a = 0; a < m; ++a) {
+    access_n.push_back(nlohmann::json::array());
+    gbps_n.push_back(nlohmann::json::array());
+    for (std::size_t b = 0; b < m; ++b) {
+      access_n[a].push_back(nullptr);
+      gbps_n[a].push_back(nullptr);
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      if (nvml_of[i] >= 0 && nvml_of[j] >= 0) {
+        access_n[nvml_of[i]][nvml_of[j]] = access[i][j];
+        gbps_n[nvml_of[i]][nvml_of[j]] = gbps[i][j];
+      }
+  return {{"gpus", describe_joined(s, nvml_of)}, {"bytes", bytes}, {"peer_access", access_n}, {"gbps", gbps_n},
+          {"missing_from_cuda", missing_from_cuda(nvml, nvml_of)}};
 }
 
 }  // namespace gpudiag::probe

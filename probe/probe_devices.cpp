@@ -1,6 +1,6 @@
 #include "probe/probe_devices.h"
 
-#include "probe/nvml_api.h"
+#include "probe/nvml_session.h"
 #include "probe/probe_copy.h"
 
 namespace gpudiag::probe {
@@ -9,71 +9,61 @@ namespace {
 constexpr int kUncorrected = 1;  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 constexpr int kVolatile = 0;     // NVML_VOLATILE_ECC: since the last driver load
 
-struct NvmlSession {
-  Nvml nvml;
-  nlohmann::json error;  // set when NVML is unusable
-  unsigned count = 0;
-  std::vector<nvmlDevice_t> handles;
+// How many NVLinks the GPU has: NVML's field value where the driver has it, else the
+// most any GPU has (links past the GPU's last answer INVALID_ARGUMENT or NOT_SUPPORTED).
+unsigned nvlink_count(const Nvml& nv, nvmlDevice_t h) {
+  if (!nv.field_values) return kNvmlMaxLinks;
+  nvmlFieldValue_t f{};
+  f.fieldId = kNvmlFiNvlinkLinkCount;
+  if (nv.field_values(h, 1, &f) != kNvmlSuccess || f.nvmlReturn != kNvmlSuccess) return kNvmlMaxLinks;
+  unsigned n = f.valueType == kNvmlValueTypeUnsignedInt ? f.value.uiVal : static_cast<unsigned>(f.value.ullVal);
+  return n < kNvmlMaxLinks ? n : kNvmlMaxLinks;
+}
 
-  explicit NvmlSession(const std::string& path) : nvml(load_nvml(path)) {
-    if (!nvml.lib) {
-      error = probe_error("library", "cannot load NVML: " + describe_attempts(nvml.lib),
-                          "install the NVIDIA driver, or set gpu.libraries.nvml in gpudiag.yaml");
-      return;
-    }
-    if (!nvml.missing.empty()) {
-      error = probe_error("library", "NVML at " + nvml.lib.path + " lacks " + nvml.missing,
-                          "the driver is too old for gpudiag: upgrade it");
-      return;
-    }
-    nvmlReturn_t r = nvml.init();
-    if (r != kNvmlSuccess) {
-      error = probe_error("driver", "nvmlInit failed: " + nvml.err(r),
-                          r == kNvmlDriverNotLoaded ? "the NVIDIA kernel module is not loaded: `modprobe nvidia`, "
-                                                      "then look at `dmesg`"
-                                                    : "look at `dmesg` and `nvidia-smi`");
-      return;
-    }
-    started = true;
-    r = nvml.count(&count);
-    if (r != kNvmlSuccess) {
-      error = probe_error("driver", "nvmlDeviceGetCount failed: " + nvml.err(r), "look at `nvidia-smi` and `dmesg`");
-      return;
-    }
-    if (count == 0) {
-      error = probe_error("no_gpu", "the NVIDIA driver sees no GPU", "check `nvidia-smi` and `lspci -d 10de:`");
-      return;
-    }
-    handles.resize(count, nullptr);
+// Links that are wired for P2P, with their state. Every link is asked: one that is not
+// supported (a gap) or has no P2P capability (unwired on a PCIe or NVL board) is
+// skipped, never taken as the end of the list or as "down".
+nlohmann::json nvlinks(const Nvml& nv, nvmlDevice_t h) {
+  nlohmann::json links = nlohmann::json::array();
+  if (!nv.nvlink_state) return links;
+  const unsigned count = nvlink_count(nv, h);
+  for (unsigned l = 0; l < count; ++l) {
+    int active = 0;
+    if (nv.nvlink_state(h, l, &active) != kNvmlSuccess) continue;
+    unsigned p2p = 1;
+    if (nv.nvlink_capability && nv.nvlink_capability(h, l, kNvmlNvlinkCapP2pSupported, &p2p) == kNvmlSuccess && !p2p)
+      continue;
+    links.push_back({{"link", l}, {"active", active != 0}});
   }
-  ~NvmlSession() {
-    if (started) nvml.shutdown();
-  }
-  bool started = false;
-};
+  return links;
+}
 
-nlohmann::json describe_gpu(const Nvml& nv, unsigned index, nvmlDevice_t& h) {
+nlohmann::json describe_gpu(const Nvml& nv, unsigned index, const NvmlGpu& gpu) {
   nlohmann::json g = {{"index", index}};
   nlohmann::json errors = nlohmann::json::array();
-  nvmlReturn_t r = nv.handle(index, &h);
-  if (r != kNvmlSuccess) {
-    // GPU_IS_LOST and friends: the driver knows the GPU but cannot talk to it.
-    errors.push_back("nvmlDeviceGetHandleByIndex failed: " + nv.err(r));
-    h = nullptr;
+  nvmlDevice_t h = gpu.handle;
+  if (!h) {
+    if (gpu.hidden) {
+      g["not_accessible"] = gpu.problem;
+    } else {
+      // GPU_IS_LOST and friends: the driver knows the GPU but cannot talk to it.
+      errors.push_back(gpu.problem);
+    }
     g["errors"] = errors;
     return g;
   }
-  char buf[128] = {};
-  if (nv.name(h, buf, sizeof buf) == kNvmlSuccess) g["name"] = buf;
-  if (nv.uuid(h, buf, sizeof buf) == kNvmlSuccess) g["uuid"] = buf;
+  if (!gpu.name.empty()) g["name"] = gpu.name;
+  if (!gpu.uuid.empty()) g["uuid"] = gpu.uuid;
   nvmlPciInfo_t pci{};
-  if ((r = nv.pci_info(h, &pci)) == kNvmlSuccess) g["pci_bus_id"] = pci.busId;
+  nvmlReturn_t r = nv.pci_info(h, &pci);
+  if (r == kNvmlSuccess) g["pci_bus_id"] = pci.busId;
   else errors.push_back("nvmlDeviceGetPciInfo failed: " + nv.err(r));
+  g["mig"] = gpu.mig;
 
   unsigned long long ecc = 0;
   r = nv.total_ecc(h, kUncorrected, kVolatile, &ecc);
   if (r == kNvmlSuccess) g["ecc_uncorrected_volatile"] = ecc;
-  else if (r != kNvmlNotSupported) errors.push_back("reading ECC counters failed: " + nv.err(r));
+  else if (r != kNvmlNotSupported && r != kNvmlNoPermission) errors.push_back("reading ECC counters failed: " + nv.err(r));
 
   int pending = 0;
   r = nv.retired_pending(h, &pending);
@@ -84,18 +74,16 @@ nlohmann::json describe_gpu(const Nvml& nv, unsigned index, nvmlDevice_t& h) {
     if (nv.remapped_rows(h, &corr, &unc, &pend, &fail) == kNvmlSuccess)
       g["remapped_rows"] = {{"correctable", corr}, {"uncorrectable", unc}, {"pending", pend != 0}, {"failure", fail != 0}};
   }
-  nlohmann::json links = nlohmann::json::array();
-  if (nv.nvlink_state) {
-    for (unsigned l = 0; l < kNvmlMaxLinks; ++l) {
-      int active = 0;
-      r = nv.nvlink_state(h, l, &active);
-      if (r == kNvmlInvalidArgument) break;  // past this GPU's last link
-      if (r == kNvmlNotSupported) break;     // a GPU without NVLink
-      if (r != kNvmlSuccess) continue;
-      links.push_back({{"link", l}, {"active", active != 0}});
-    }
+  if (nv.fabric_info) {
+    // Padded: later drivers may write a field more than the R535 struct has.
+    struct {
+      nvmlGpuFabricInfo_t info;
+      char spare[64];
+    } f{};
+    if (nv.fabric_info(h, &f.info) == kNvmlSuccess && f.info.state != kNvmlFabricNotSupported)
+      g["fabric"] = {{"state", f.info.state}, {"status", f.info.status}, {"status_text", nv.err(f.info.status)}};
   }
-  g["nvlink"] = links;
+  g["nvlink"] = nvlinks(nv, h);
   g["errors"] = errors;
   return g;
 }
@@ -110,47 +98,64 @@ nlohmann::json probe_error(const std::string& kind, const std::string& message, 
 
 nlohmann::json probe_devices(const ProbeOptions& opts) {
   NvmlSession s(opts.nvml_path);
-  if (!s.error.is_null()) return s.error;
-  nlohmann::json out = {{"nvml_library", s.nvml.lib.path}};
+  if (!s.error().is_null()) return s.error();
+  nlohmann::json out = {{"nvml_library", s.nvml().lib.path}};
   char ver[96] = {};
-  if (s.nvml.driver_version(ver, sizeof ver) == kNvmlSuccess) out["driver_version"] = ver;
+  if (s.nvml().driver_version(ver, sizeof ver) == kNvmlSuccess) out["driver_version"] = ver;
   nlohmann::json gpus = nlohmann::json::array();
-  for (unsigned i = 0; i < s.count; ++i) gpus.push_back(describe_gpu(s.nvml, i, s.handles[i]));
+  for (unsigned i = 0; i < s.gpus().size(); ++i) gpus.push_back(describe_gpu(s.nvml(), i, s.gpus()[i]));
   out["gpus"] = gpus;
   return out;
 }
 
 nlohmann::json probe_p2p(const ProbeOptions& opts) {
   nlohmann::json out;
+  std::vector<NvmlGpu> inventory;
   {
     NvmlSession s(opts.nvml_path);
-    if (!s.error.is_null()) return s.error;
+    if (!s.error().is_null()) return s.error();
+    const std::size_t n = s.gpus().size();
     nlohmann::json gpus = nlohmann::json::array();
-    for (unsigned i = 0; i < s.count; ++i) {
-      nlohmann::json g = describe_gpu(s.nvml, i, s.handles[i]);
-      gpus.push_back({{"index", i}, {"name", g.value("name", "")}, {"pci_bus_id", g.value("pci_bus_id", "")}});
-    }
+    for (unsigned i = 0; i < n; ++i)
+      gpus.push_back({{"index", i}, {"name", s.gpus()[i].name}, {"pci_bus_id", s.gpus()[i].pci_bus_id}});
     out["gpus"] = gpus;
+    if (std::string mig = mig_gpus(s.gpus()); !mig.empty()) {
+      // MIG instances cannot do P2P: the question does not apply.
+      out["not_applicable"] = "MIG mode is on (" + mig + ")";
+      return out;
+    }
     // Rows and columns in NVML order, which is PCI order, as nvidia-smi prints them.
-    // -1: the query failed (shown as U, unknown).
+    // -1: the query failed (shown as U, unknown), with the reason in "query_errors".
+    nlohmann::json query_errors = nlohmann::json::array();
     const std::pair<const char*, int> kinds[] = {{"read", 0}, {"write", 1}, {"nvlink", 2}};
     for (const auto& [name, index] : kinds) {
       nlohmann::json m = nlohmann::json::array();
-      for (unsigned i = 0; i < s.count; ++i) {
+      for (unsigned i = 0; i < n; ++i) {
         nlohmann::json row = nlohmann::json::array();
-        for (unsigned j = 0; j < s.count; ++j) {
+        for (unsigned j = 0; j < n; ++j) {
           int st = -1;
-          if (i == j) st = 0;
-          else if (s.handles[i] && s.handles[j] && s.nvml.p2p_status(s.handles[i], s.handles[j], index, &st) != kNvmlSuccess)
-            st = -1;
+          nvmlDevice_t a = s.gpus()[i].handle, b = s.gpus()[j].handle;
+          if (i == j) {
+            st = 0;
+          } else if (a && b) {
+            nvmlReturn_t r = s.nvml().p2p_status(a, b, index, &st);
+            if (r != kNvmlSuccess) {
+              st = -1;
+              if (query_errors.size() < 8)
+                query_errors.push_back("GPU" + std::to_string(i) + "-GPU" + std::to_string(j) + " " + name + ": " +
+                                       s.nvml().err(r));
+            }
+          }
           row.push_back(st);
         }
         m.push_back(row);
       }
       out[name] = m;
     }
+    if (!query_errors.empty()) out["query_errors"] = query_errors;
+    inventory = s.gpus();
   }
-  if (opts.bandwidth) out["bandwidth"] = probe_peer_bandwidth(opts);
+  if (opts.bandwidth) out["bandwidth"] = probe_peer_bandwidth(opts, inventory);
   return out;
 }
 

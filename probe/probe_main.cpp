@@ -3,15 +3,21 @@
 // NVML call forever, so the checker must be able to kill the whole thing at a deadline.
 // It links nothing but libc and libstdc++; NVML, the CUDA driver and NCCL are dlopen'd.
 // It prints one JSON object on stdout and exits 0; a section that cannot run says why
-// in {"error": {"kind", "message", "hint"}}. Exit 64 is a usage error.
+// in {"error": {"kind", "message", "hint"}}. Exit 64 is a usage error. Nothing else
+// reaches stdout: NCCL logs there when NCCL_DEBUG is set, so the JSON goes out on a
+// private copy of the descriptor, and fd 1 points at stderr while the libraries run.
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <unistd.h>
 
 #include "nodeinfo/duration.h"
+#include "probe/cuda_api.h"
 #include "probe/probe_allreduce.h"
 #include "probe/probe_devices.h"
 
@@ -34,6 +40,26 @@ std::vector<unsigned long long> parse_sizes(const std::string& list) {
   return out;
 }
 
+// The JSON's descriptor: stdout as it was, close-on-exec so that nothing NCCL starts
+// inherits it. Then fd 1 is stderr, for whatever the libraries print.
+int private_stdout() {
+  std::fflush(stdout);
+  int fd = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) return STDOUT_FILENO;
+  ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  return fd;
+}
+
+void write_all(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,9 +67,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   gpudiag::probe::ProbeOptions opts;
   std::string sizes = "1G", copy_bytes = "256M";
+  double wait_limit = 0;
   app.add_option("--nvml", opts.nvml_path, "NVML library to load (default: libnvidia-ml.so.1 and standard places)");
   app.add_option("--cuda", opts.cuda_path, "CUDA driver library to load (default: libcuda.so.1 and standard places)");
   app.add_option("--nccl", opts.nccl_path, "NCCL library to load (default: libnccl.so.2 and standard places)");
+  app.add_option("--wait-limit", wait_limit,
+                 "seconds after which waiting on a GPU stops and is reported as a stuck kernel (default: no limit)")
+      ->check(CLI::Range(0.0, 86400.0));
   auto* devices = app.add_subcommand("devices", "GPUs seen by NVML, with ECC, retired/remapped rows and NVLink states");
   auto* p2p = app.add_subcommand("p2p", "NVML P2P status matrix for READ, WRITE and NVLINK");
   p2p->add_flag("--bandwidth", opts.bandwidth, "also time cuMemcpyPeer between every pair of GPUs");
@@ -68,6 +98,10 @@ int main(int argc, char** argv) {
   // them) and every GPU, whatever the caller's CUDA_VISIBLE_DEVICES says.
   ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
   ::unsetenv("CUDA_VISIBLE_DEVICES");
+  if (wait_limit > 0)
+    opts.deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait_limit));
+  const int json_fd = private_stdout();
 
   nlohmann::json out;
   try {
@@ -76,12 +110,14 @@ int main(int argc, char** argv) {
     else out = gpudiag::probe::probe_allreduce(opts);
   } catch (const std::exception& e) {
     out = gpudiag::probe::probe_error("gpu", std::string("the probe failed: ") + e.what());
+  } catch (const gpudiag::probe::GpuCallError& e) {
+    out = gpudiag::probe::probe_error("gpu", e.message);
   }
   out["probe"] = devices->parsed() ? "devices" : p2p->parsed() ? "p2p" : "allreduce";
   std::string text = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-  // Skip static destructors: NCCL's and the driver's threads can hang at exit, and
-  // the work is done.
+  write_all(json_fd, text);
+  // Skip static destructors and anything else that would call into the driver: after
+  // a failure, freeing memory or destroying a communicator can block on a stuck
+  // kernel, and the diagnosis is already out.
   ::_exit(0);
 }

@@ -83,7 +83,8 @@ TEST_F(StandinProbe, HealthyEightGpuNodeIsOk) {
   EXPECT_EQ(check(report, "nccl")["summary"],
             "NCCL 2.28.9, 8 x NVIDIA H100 80GB HBM3: busbw 469.8 GB/s, algbw 268.4 GB/s at 256 MiB, results correct");
   // The checker passes the config's size and iterations on.
-  EXPECT_EQ(args_of("allreduce"), "allreduce --sizes 268435456 --iters 20 --warmup 5 ");
+  // The probe stops waiting on the GPU before it would be killed (probe_timeout 2 s).
+  EXPECT_EQ(args_of("allreduce"), "--wait-limit 1.5 allreduce --sizes 268435456 --iters 20 --warmup 5 ");
 }
 
 TEST_F(StandinProbe, SlowAllReduceAndALostGpuAreCritical) {

@@ -336,3 +336,68 @@ TEST(NcclCheck, FieldsOfTheWrongTypeAreAbsentNotExceptions) {
   ASSERT_TRUE(o.failure);
   EXPECT_EQ(o.failure->status, Status::unknown);
 }
+
+// Issue 16: the probe's new answers (the fake-driver tests drive the same paths end to end).
+TEST(P2pCheck, FailedQueryIsUnknownNotCritical) {
+  json read = square(3, 0);
+  read[0][1] = -1;
+  read[1][0] = -1;
+  json data = {{"gpus", gpus(3)}, {"read", read}, {"write", square(3, 0)}, {"nvlink", square(3, 0)},
+               {"query_errors", json::array({"GPU0-GPU1 read: Unknown Error (999)"})}};
+  auto r = evaluate_p2p(data, P2pSettings{});
+  EXPECT_EQ(r.status, Status::unknown);
+  ASSERT_TRUE(find(r, "GPU0-GPU1"));
+  EXPECT_EQ(find(r, "GPU0-GPU1")->message, "GPU0-GPU1: P2P status could not be read (GPU0-GPU1 read: Unknown Error (999))");
+  EXPECT_EQ(r.summary, "2 of 3 GPU pairs with P2P read and write, 1 unread");
+  // A real fault on the same pair still wins.
+  read[0][1] = 1;
+  data["read"] = read;
+  EXPECT_EQ(evaluate_p2p(data, P2pSettings{}).status, Status::critical);
+}
+
+TEST(GpuChecks, MigIsNotApplicable) {
+  json na = {{"not_applicable", "MIG mode is on (GPU0)"}, {"gpus", gpus(2)}};
+  EXPECT_EQ(evaluate_p2p(na, P2pSettings{}).status, Status::ok);
+  EXPECT_EQ(evaluate_nccl(na, NcclCheckSettings{}).summary, "not applicable: MIG mode is on (GPU0)");
+}
+
+TEST(NcclCheck, RanksAreCheckedAgainstNvmlAndGpuCount) {
+  json data = allreduce(7, 4000);
+  GpuExpect expect;
+  expect.count = 8;
+  auto r = evaluate_nccl(data, NcclCheckSettings{}, expect);
+  EXPECT_EQ(r.status, Status::critical);
+  ASSERT_TRUE(find(r, "ranks"));
+  EXPECT_EQ(find(r, "ranks")->message, "all_reduce ran on 7 GPU(s) where 8 are expected (gpu.count)");
+  data["missing_from_cuda"] = json::array({{{"index", 7}, {"pci_bus_id", "00000000:89:00.0"}}});
+  r = evaluate_nccl(data, NcclCheckSettings{}, GpuExpect{});
+  ASSERT_TRUE(find(r, "GPU7"));
+  EXPECT_EQ(find(r, "GPU7")->message, "GPU7 (00000000:89:00.0) is seen by NVML but not by CUDA, so it took no part in the test");
+  EXPECT_EQ(r.status, Status::critical);
+}
+
+TEST(DriverView, HiddenGpusAndTheFabric) {
+  json g = gpus(3);
+  g[0] = {{"index", 0}, {"not_accessible", "nvmlDeviceGetHandleByIndex failed: Insufficient Permissions (4)"}};
+  g[1]["fabric"] = {{"state", 3}, {"status", 15}, {"status_text", "GPU is lost (15)"}};
+  g[2]["fabric"] = {{"state", 2}, {"status", 0}};
+  CheckResult r;
+  add_driver_view(r, {{"gpus", g}}, 3, GpuExpect{});
+  EXPECT_EQ(find(r, "GPU0")->status, Status::unknown);
+  EXPECT_EQ(find(r, "GPU0")->message, "GPU0: not accessible here (nvmlDeviceGetHandleByIndex failed: Insufficient Permissions (4))");
+  EXPECT_EQ(find(r, "GPU1")->status, Status::critical);
+  EXPECT_NE(find(r, "GPU1")->message.find("NVSwitch fabric registration failed: GPU is lost (15)"), std::string::npos);
+  EXPECT_EQ(find(r, "GPU2")->status, Status::warning);
+}
+
+TEST(ProbeOutcome, BrokenDriverIsCriticalLocalConditionsAreUnknown) {
+  CommandResult run;
+  run.started = true;
+  run.exit_code = 0;
+  run.out = R"j({"error": {"kind": "driver_fault", "message": "cuInit failed: system not yet initialized (802)"}})j";
+  EXPECT_EQ(interpret_probe(run, "/p", 5, GpuExpect{}).failure->status, Status::critical);
+  for (const char* kind : {"busy", "incompatible", "driver"}) {
+    run.out = std::string(R"({"error": {"kind": ")") + kind + R"(", "message": "m"}})";
+    EXPECT_EQ(interpret_probe(run, "/p", 5, GpuExpect{}).failure->status, Status::unknown) << kind;
+  }
+}
