@@ -10,7 +10,9 @@ bool safe_env_value(std::string_view v) {
   return true;
 }
 
-std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted) {
+namespace {
+
+std::set<std::string> injected_names(EnvTarget& env) {
   std::set<std::string> injected;
   if (auto list = env.get(kInjectedVar)) {
     std::size_t start = 0;
@@ -22,6 +24,19 @@ std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted) {
       start = comma + 1;
     }
   }
+  return injected;
+}
+
+}  // namespace
+
+std::optional<std::string> user_value(EnvTarget& env, const std::string& name) {
+  auto v = env.get(name);
+  if (!v || injected_names(env).count(name)) return std::nullopt;
+  return v;
+}
+
+std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted) {
+  std::set<std::string> injected = injected_names(env);
   std::vector<std::string> kept;
   std::set<std::string> now = injected;
   for (const auto& [name, value] : wanted) {

@@ -20,6 +20,10 @@ class EnvTarget {
   virtual bool set(const std::string& name, const std::string& value) = 0;
 };
 
+// The user's value of `name`: present, and not one the plugin injected (what apply_env
+// leaves alone).
+std::optional<std::string> user_value(EnvTarget& env, const std::string& name);
+
 // Applies `wanted` in order and records what it set in GPUDIAG_INJECTED. Returns the
 // names it left alone because the user had set them.
 std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted);
