@@ -24,6 +24,12 @@ class NamedNccl(ProcessGroup):
     def allreduce(self, *a):
         return gloo.allreduce(*a)
 
+    def allgather(self, *a):
+        return gloo.allgather(*a)
+
+    def barrier(self, *a):
+        return gloo.barrier(*a)
+
 
 pg = NamedNccl(dist.get_rank(), dist.get_world_size())
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2), process_group=pg)
