@@ -148,6 +148,7 @@ Walk walk_in_root(int root_fd, std::string_view path, bool follow_last) {
 struct RootedFs::RootDir {
   int fd = -1;
   int err = 0;
+  std::string real;  // the root's own path with its symlinks resolved
   ~RootDir() {
     if (fd >= 0) ::close(fd);
   }
@@ -160,6 +161,8 @@ RootedFs::RootedFs(std::string root, Resolver resolver) : root_(std::move(root))
     auto dir = std::make_shared<RootDir>();
     dir->fd = ::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dir->fd < 0) dir->err = errno;
+    char buf[PATH_MAX];
+    if (::realpath(root_.c_str(), buf)) dir->real = buf;
     root_dir_ = std::move(dir);
   }
 }
@@ -297,6 +300,26 @@ Result<std::string> RootedFs::resolve(std::string_view kernel_path) const {
   if (root_dir_->fd < 0) return Result<std::string>::failure(root_ + ": " + errno_text(root_dir_->err));
   // Symlink targets are read inside the root, as the kernel would read them on the
   // machine the tree came from: /sys/bus/pci/devices/X -> ../../../devices/... stays in.
+  // The fd's own name in /proc is the answer, once the open stayed inside the root
+  // (it did: that is what open_in_root guarantees); the walk is for a missing /proc.
+  if (resolver_ == Resolver::automatic && !root_dir_->real.empty()) {
+    Fd f(open_in_root(kernel_path, O_PATH));
+    if (f.fd < 0) {
+      if (-f.fd == ENOENT && is_dangling(kernel_path)) return Result<std::string>::failure(where + ": dangling symlink");
+      return Result<std::string>::failure(where + ": " + errno_text(-f.fd));
+    }
+    char buf[PATH_MAX];
+    const std::string link = "/proc/self/fd/" + std::to_string(f.fd);
+    ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
+    const std::string& root = root_dir_->real;
+    if (n > 0 && static_cast<std::size_t>(n) < sizeof buf) {
+      std::string_view host(buf, static_cast<std::size_t>(n));
+      if (host == root) return std::string("/");
+      if (root == "/") return std::string(host);
+      if (host.substr(0, root.size()) == root && host.size() > root.size() && host[root.size()] == '/')
+        return std::string(host.substr(root.size()));
+    }
+  }
   Walk w = walk_in_root(root_dir_->fd, where, true);
   if (w.err) {
     if (w.err == ENOENT && is_dangling(kernel_path)) return Result<std::string>::failure(where + ": dangling symlink");
