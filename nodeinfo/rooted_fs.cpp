@@ -186,7 +186,12 @@ int RootedFs::open_in_root(std::string_view kernel_path, int flags) const {
     open_how how{};
     how.flags = static_cast<std::uint64_t>(flags);
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-    long fd = ::syscall(SYS_openat2, root_dir_->fd, path.c_str(), &how, sizeof how);
+    long fd = -1;
+    // EAGAIN: a rename raced with a ".." step; the kernel asks for a retry.
+    for (int tries = 0; tries < 3; ++tries) {
+      fd = ::syscall(SYS_openat2, root_dir_->fd, path.c_str(), &how, sizeof how);
+      if (fd >= 0 || errno != EAGAIN) break;
+    }
     if (fd >= 0) return static_cast<int>(fd);
     if (errno != ENOSYS && errno != EPERM) return -errno;
     g_openat2_missing.store(true, std::memory_order_relaxed);
