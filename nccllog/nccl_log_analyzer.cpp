@@ -32,6 +32,33 @@ void add_unique(std::vector<std::string>& v, std::string s) {
   if (std::find(v.begin(), v.end(), s) == v.end() && v.size() < 64) v.push_back(std::move(s));
 }
 
+// Not every log holds "Using network X" (it depends on NCCL_DEBUG_SUBSYS and the
+// version): the channels, then the devices NCCL opened, say which network it used.
+std::string inferred_network(const NcclProcess& p) {
+  bool ib_chan = false, sock_chan = false;
+  for (const auto& [t, n] : p.transports) {
+    ib_chan |= t.rfind("NET/IB", 0) == 0;
+    sock_chan |= t.rfind("NET/Socket", 0) == 0;
+  }
+  if (ib_chan != sock_chan) return ib_chan ? "IB" : "Socket";
+  if (!p.ib_devices.empty()) return "IB";
+  if (!p.socket_devices.empty()) return "Socket";
+  return "";
+}
+
+// NCCL_DEBUG_FILE=nccl.%h.%p.log (what --diag sets) names the process that wrote it.
+std::pair<std::string, std::string> origin_from_file_name(const std::string& source) {
+  std::string base = source.substr(source.rfind('/') == std::string::npos ? 0 : source.rfind('/') + 1);
+  if (base.rfind("nccl.", 0) == 0 && base.size() > 9 && base.compare(base.size() - 4, 4, ".log") == 0) {
+    std::string mid = base.substr(5, base.size() - 9);
+    std::size_t dot = mid.rfind('.');
+    if (dot != std::string::npos && dot > 0 && dot + 1 < mid.size() &&
+        mid.find_first_not_of("0123456789", dot + 1) == std::string::npos)
+      return {mid.substr(0, dot), mid.substr(dot + 1)};
+  }
+  return {base, "?"};
+}
+
 }  // namespace
 
 const CommInfo* NcclProcess::world() const {
@@ -109,7 +136,15 @@ void NcclLogAnalyzer::note_collective(NcclProcess& p, const std::string& key, st
 void NcclLogAnalyzer::add_line(std::string_view line, std::string_view source) {
   ++out_.lines;
   auto parsed = parse_nccl_line(line);
-  if (!parsed) return;
+  if (!parsed) {
+    if (auto v = bare_nccl_version_of(line)) {
+      ++out_.nccl_lines;
+      auto it = bare_versions_.find(source);
+      if (it == bare_versions_.end()) bare_versions_.emplace(std::string(source), std::string(*v));
+      else if (it->second != *v) it->second.clear();
+    }
+    return;
+  }
   ++out_.nccl_lines;
   const NcclLine& l = *parsed;
   NcclProcess& p = process(l.host, l.pid, source);
@@ -128,6 +163,12 @@ void NcclLogAnalyzer::add_line(std::string_view line, std::string_view source) {
     for (const auto& d : u->devices)
       add_unique(u->ib ? p.ib_devices : p.socket_devices, u->ib ? d.name + ":" + d.port + "/" + d.link_layer : d.name);
     if (!u->oob.empty()) p.oob = u->oob;
+  } else if (is_ib_no_device(m)) {
+    p.ib_no_device = true;
+  } else if (auto g = gdr_disabled_hca_of(m)) {
+    add_unique(p.gdr_disabled, std::string(*g));
+  } else if (is_ib_disabled_by_env(m)) {
+    p.ib_disabled_by_env = true;
   } else if (auto b = bootstrap_iface_of(m)) {
     if (p.oob.empty()) p.oob = std::string(*b);
   } else if (auto pl = net_plugin_of(m)) {
@@ -156,7 +197,29 @@ void NcclLogAnalyzer::add_line(std::string_view line, std::string_view source) {
     p.p2p_disabled = true;
 }
 
+// A bare version line carries no host:pid: it belongs to the processes of its file
+// that logged no version of their own, or, alone in its file, to the file's writer.
+void NcclLogAnalyzer::apply_bare_versions() {
+  for (const auto& [source, version] : bare_versions_) {
+    if (version.empty()) continue;
+    bool any = false;
+    for (auto& [key, p] : procs_) {
+      if (p.source != source) continue;
+      any = true;
+      if (p.version.empty()) p.version = version;
+    }
+    if (any) continue;
+    auto [host, pid] = origin_from_file_name(source);
+    NcclProcess& p = process(host, pid, source);
+    if (p.version.empty()) p.version = version;
+  }
+  bare_versions_.clear();
+}
+
 NcclLogAnalysis NcclLogAnalyzer::finish() {
+  apply_bare_versions();
+  for (auto& [key, p] : procs_)
+    if (p.network.empty()) p.network = inferred_network(p);
   NcclLogAnalysis out = std::move(out_);
   std::map<std::string, std::string> labels;
   for (auto& [key, p] : procs_) labels[key] = p.label();

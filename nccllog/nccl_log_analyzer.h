@@ -24,6 +24,9 @@ struct NcclProcess {
   std::string version, network, plugin, oob;
   std::vector<std::string> ib_devices;      // "mlx5_0:1/IB"
   std::vector<std::string> socket_devices;  // "eth0"
+  std::vector<std::string> gdr_disabled;    // HCAs logged with "GPU Direct RDMA Disabled"
+  bool ib_no_device = false;                // "NET/IB : No device found."
+  bool ib_disabled_by_env = false;          // "NCCL_IB_DISABLE set by environment to 1."
   // std::less<> lets a string_view look up without building a string per line.
   std::map<std::string, std::uint64_t, std::less<>> transports, collectives;
   std::map<int, std::uint64_t> ib_errors;   // completion status -> count
@@ -74,6 +77,7 @@ class NcclLogAnalyzer {
   void note_collective(NcclProcess& p, const std::string& key, std::string_view name, std::string_view op_count,
                        std::string_view comm);
   void note_warning(std::string_view msg, const std::string& key);
+  void apply_bare_versions();
 
   std::unordered_map<std::string, NcclProcess> procs_;
   std::string key_;  // reused buffer: no allocation per line
@@ -81,6 +85,8 @@ class NcclLogAnalyzer {
   // (group, opCount) -> (first caller's key, its collective); a bounded window.
   std::map<std::pair<std::string, std::string>, std::pair<std::string, std::string>> ops_;
   std::map<std::pair<std::string, std::string>, CollMismatch> mismatches_;
+  // source -> the version of its bare "NCCL version X" lines ("" when they disagree).
+  std::map<std::string, std::string, std::less<>> bare_versions_;
   NcclLogAnalysis out_;
 };
 

@@ -9,6 +9,7 @@
 #include "nccllog/nccl_log_report.h"
 #include "nodeinfo/duration.h"
 #include "nodeinfo/ib_discovery.h"
+#include "nodeinfo/join.h"
 
 namespace gpudiag {
 
@@ -42,7 +43,7 @@ int run_nccl_log_command(const NcclLogCommand& cmd) {
   if (!cmd.max_bytes.empty()) {
     auto v = parse_size(cmd.max_bytes);
     if (!v || *v == 0) {
-      std::cerr << "gpudiag nccl-log: --max-bytes '" << cmd.max_bytes << "' is not a size such as 512M or 2G\n";
+      std::cerr << "gpudiag: nccl-log: --max-bytes '" << cmd.max_bytes << "' is not a size such as 512M or 2G\n";
       return 3;
     }
     limits.max_total_bytes = *v;
@@ -54,10 +55,16 @@ int run_nccl_log_command(const NcclLogCommand& cmd) {
   if (cmd.json) std::cout << nccl_report_json_text(a, problems);
   else std::cout << format_nccl_report(a, problems);
   std::cout.flush();
-  if (a.files.empty()) {
-    for (const auto& e : a.read_errors) std::cerr << "gpudiag nccl-log: cannot read " << e << "\n";
-    std::cerr << "gpudiag nccl-log: no log file could be read (give NCCL_DEBUG_FILE outputs or a --diag dir)\n";
-    return 3;
+  if (nothing_read(a)) {
+    for (const auto& e : a.read_errors) std::cerr << "gpudiag: nccl-log: cannot read " << e << "\n";
+    if (a.files.empty())
+      std::cerr << "gpudiag: nccl-log: no log file could be read in " << join(cmd.paths)
+                << " (a directory contributes files named nccl* or *.log): give the NCCL_DEBUG_FILE outputs or a "
+                   "--diag dir\n";
+    else
+      std::cerr << "gpudiag: nccl-log: read " << a.files.size() << " file(s), " << a.bytes
+                << " bytes, and not one NCCL line: run the job with NCCL_DEBUG=INFO (srun --diag sets it) and give "
+                   "the files it writes\n";
   }
   return nccl_log_exit_code(a, problems);
 }

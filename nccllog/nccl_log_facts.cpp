@@ -42,6 +42,17 @@ std::optional<std::string_view> nccl_version_of(std::string_view msg) {
   return v;
 }
 
+std::optional<std::string_view> bare_nccl_version_of(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  std::size_t pos = 0;
+  while ((pos = line.find("NCCL version ", pos)) != std::string_view::npos) {
+    // At the start, or after a prefix that ends in a space ("[host:0] ", a timestamp).
+    if (pos == 0 || line[pos - 1] == ' ') return nccl_version_of(line.substr(pos));
+    pos += 13;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string_view> network_of(std::string_view msg) {
   if (!starts(msg, "Using network ")) return std::nullopt;
   std::string_view v = msg.substr(14);
@@ -86,6 +97,29 @@ std::optional<NetUsing> net_using_of(std::string_view msg) {
     out.oob = std::string(tok.substr(0, tok.find(':')));
   }
   return out;
+}
+
+bool is_ib_no_device(std::string_view msg) {
+  return (starts(msg, "NET/IB : ") || starts(msg, "NET/IB: ")) && has(msg, "No device found");
+}
+
+std::optional<std::string_view> gdr_disabled_hca_of(std::string_view msg) {
+  if (!starts(msg, "NET/IB")) return std::nullopt;
+  std::size_t p = msg.find("GPU Direct RDMA Disabled for HCA ");
+  if (p == std::string_view::npos) return std::nullopt;
+  std::size_t q1 = msg.find('\'', p);
+  if (q1 == std::string_view::npos) return std::nullopt;
+  std::size_t q2 = msg.find('\'', q1 + 1);
+  if (q2 == std::string_view::npos || q2 == q1 + 1) return std::nullopt;
+  return msg.substr(q1 + 1, q2 - q1 - 1);
+}
+
+bool is_ib_disabled_by_env(std::string_view msg) {
+  if (!starts(msg, "NCCL_IB_DISABLE set by environment to ")) return false;
+  std::string_view v = msg.substr(38);
+  while (!v.empty() && (v.back() == '.' || v.back() == ' ')) v.remove_suffix(1);
+  auto n = to_int(v);
+  return n && *n != 0;
 }
 
 std::optional<std::string_view> bootstrap_iface_of(std::string_view msg) {

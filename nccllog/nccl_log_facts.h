@@ -12,6 +12,9 @@ namespace gpudiag {
 
 // "NCCL version 2.21.5+cuda12.4" -> "2.21.5"
 std::optional<std::string_view> nccl_version_of(std::string_view msg);
+// At NCCL_DEBUG=VERSION or WARN, NCCL prints the version line bare, with no
+// host:pid:tid prefix; a tag or timestamp of ours may still stand in front of it.
+std::optional<std::string_view> bare_nccl_version_of(std::string_view line);
 // "Using network IB" -> "IB" (also Socket, or a plugin's name)
 std::optional<std::string_view> network_of(std::string_view msg);
 
@@ -28,6 +31,14 @@ struct NetUsing {
 // "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.1<0>",
 // "NET/Socket : Using [0]eth0:10.0.0.23<0> [1]eth1:10.0.1.23<0>"
 std::optional<NetUsing> net_using_of(std::string_view msg);
+// "NET/IB : No device found." (also "NET/IB: No device found"): IB was tried and
+// nothing usable was there.
+bool is_ib_no_device(std::string_view msg);
+// "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)" -> "mlx5_0":
+// nvidia-peermem is not loaded, so IB traffic is staged through host memory.
+std::optional<std::string_view> gdr_disabled_hca_of(std::string_view msg);
+// "NCCL_IB_DISABLE set by environment to 1." (the period came in later versions)
+bool is_ib_disabled_by_env(std::string_view msg);
 // "Bootstrap : Using eth0:10.0.0.1<0>" -> "eth0"
 std::optional<std::string_view> bootstrap_iface_of(std::string_view msg);
 // "NET/Plugin: Loaded net plugin Libfabric (v6)" -> "Libfabric"; the internal

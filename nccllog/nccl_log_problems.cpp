@@ -16,6 +16,28 @@ bool bad_iface(const std::string& name) {
   return name == "lo" || matches_any({"docker*", "virbr*", "flannel*", "cni*", "veth*"}, name);
 }
 
+bool is_ipoib(const std::string& name) { return matches_any({"ib*"}, name); }
+
+// Net plugins that drive the IB verbs themselves (Mellanox's IBext/SHARP, UCX): using
+// one on an IB host is the point of it. Names as the plugins report them.
+bool plugin_uses_ib(const std::string& network) {
+  for (const char* n : {"IB", "UCX", "SHARP"})
+    if (network.find(n) != std::string::npos) return true;
+  return false;
+}
+
+bool uses_gdr(const NcclProcess& p) {
+  for (const auto& [t, n] : p.transports)
+    if (t.find("GDRDMA") != std::string::npos) return true;
+  return false;
+}
+
+std::string hca_names(const std::vector<std::string>& devs) {
+  std::vector<std::string> names;
+  for (const auto& d : devs) names.push_back(d.substr(0, d.find(':')));
+  return join(names);
+}
+
 struct Collector {
   std::vector<NcclProblem> out;
   std::map<std::string, std::size_t> by_kind;
@@ -102,6 +124,27 @@ std::vector<NcclProblem> diagnose(const NcclLogAnalysis& a, const std::set<std::
   std::set<std::string> hosts;
   for (const auto& p : a.processes) hosts.insert(p.host);
   std::map<std::string, std::vector<std::string>> versions, networks;
+  // What the logs say about each host's IB, whatever the host running this has.
+  std::set<std::string> hosts_logging_ib;
+  std::vector<std::string> on_ib, on_socket;
+  for (const auto& p : a.processes) {
+    if (!p.ib_devices.empty()) hosts_logging_ib.insert(p.host);
+    if (p.network == "IB") on_ib.push_back(p.label());
+    if (p.network == "Socket") on_socket.push_back(p.label());
+  }
+  const bool multi_host = hosts.size() > 1;
+
+  if (!on_ib.empty() && !on_socket.empty()) {
+    c.add(Severity::problem, "socket-beside-ib",
+          fmt::format("{} of {} ranks used NET/Socket while the others used NET/IB", on_socket.size(),
+                      on_socket.size() + on_ib.size()),
+          "the TCP ranks set the pace of the whole job: on their hosts NCCL found no usable IB device (look for "
+          "`NET/IB : No device found.`): check the HCAs there (`gpudiag-health --checks ib`, `ibstat`), that the job "
+          "sees /dev/infiniband and has libibverbs/rdma-core, and that NCCL_IB_HCA and NCCL_IB_DISABLE are the same on "
+          "every node",
+          "");
+    for (const auto& w : on_socket) c.add(Severity::problem, "socket-beside-ib", "", "", w);
+  }
 
   for (const auto& p : a.processes) {
     const std::string who = p.label();
@@ -110,11 +153,43 @@ std::vector<NcclProblem> diagnose(const NcclLogAnalysis& a, const std::set<std::
     if (!p.plugin.empty() && p.plugin != "internal") net += " (plugin " + p.plugin + ")";
     if (!net.empty()) networks[net].push_back(who);
 
-    if (p.network == "Socket" && (hosts_with_active_ib.count(p.host) || !p.ib_devices.empty()))
+    // The host's sysfs (given only when the analyzer runs on that host) counts only
+    // where the log itself says nothing about IB for this process.
+    const bool log_knows_ib = !p.ib_devices.empty() || p.ib_no_device || p.ib_disabled_by_env;
+    if (p.network == "Socket" &&
+        (!p.ib_devices.empty() || (!log_knows_ib && hosts_with_active_ib.count(p.host))))
       c.add(Severity::problem, "socket-with-ib", "NCCL used NET/Socket on hosts that have active IB ports",
             "inter-node traffic crawls over TCP: something stopped NCCL from using IB (NCCL_IB_DISABLE=1, an "
             "NCCL_IB_HCA that matches no device, or no libibverbs/rdma-core in the container): check the job's "
             "NCCL_* variables and `ibv_devinfo` inside the job",
+            who);
+    if (p.ib_disabled_by_env && p.network != "IB") {
+      std::string ipoib;
+      for (const auto& d : p.socket_devices)
+        if (ipoib.empty() && is_ipoib(d)) ipoib = d;
+      if (ipoib.empty() && is_ipoib(p.oob)) ipoib = p.oob;
+      if (!ipoib.empty())
+        c.add(Severity::problem, "ib-disabled-on-ipoib",
+              fmt::format("NCCL_IB_DISABLE=1 on hosts whose network is IPoIB ({}): NCCL runs TCP over the IB fabric",
+                          ipoib),
+              "TCP over IPoIB is several times slower than RDMA over the same links: remove NCCL_IB_DISABLE from the "
+              "job and site environment (`env | grep NCCL_IB`, gpudiag's plugin.nccl_env) so that NCCL uses NET/IB",
+              who);
+    }
+    if (!p.gdr_disabled.empty() && p.network == "IB" && multi_host && !uses_gdr(p))
+      c.add(Severity::warning, "gdr-disabled",
+            "GPUDirect RDMA is off (nvidia-peermem not loaded): IB traffic is staged through host memory",
+            "load the module on these hosts (`modprobe nvidia-peermem`, and at boot via /etc/modules-load.d); NCCL "
+            "2.19+ can use DMA-BUF instead (Linux 5.12+, the open GPU kernel module 515+, NCCL_DMABUF_ENABLE=1); NCCL "
+            "logged it for " + hca_names(p.gdr_disabled),
+            who);
+    if (!p.network.empty() && p.network != "IB" && p.network != "Socket" && !plugin_uses_ib(p.network) &&
+        hosts_logging_ib.count(p.host))
+      c.add(Severity::problem, "plugin-beside-ib",
+            fmt::format("NCCL used the net plugin {} on hosts whose logs show IB devices", p.network),
+            "that plugin does not use RDMA, so traffic that could go over IB goes over TCP or another NIC: remove it "
+            "from the job (unset NCCL_NET_PLUGIN, or drop the libnccl-net.so that provides it from LD_LIBRARY_PATH) "
+            "or use an IB plugin, the same on every node",
             who);
     for (const auto& d : p.socket_devices)
       if (bad_iface(d))
@@ -164,7 +239,10 @@ std::vector<NcclProblem> diagnose(const NcclLogAnalysis& a, const std::set<std::
       if (w.size() * 2 <= a.processes.size())
         for (const auto& x : w) c.add(Severity::problem, "version-mismatch", "", "", x);
   }
-  if (networks.size() > 1) {
+  // IB beside Socket alone is socket-beside-ib, with a more precise fix.
+  const bool only_ib_and_socket =
+      networks.size() == 2 && networks.count("IB") && networks.count("Socket");
+  if (networks.size() > 1 && !only_ib_and_socket) {
     std::vector<std::string> parts;
     for (const auto& [n, w] : networks) parts.push_back(fmt::format("{} on {} rank(s)", n, w.size()));
     c.add(Severity::problem, "network-mismatch", "ranks use different networks: " + join(parts),
@@ -189,7 +267,10 @@ std::vector<NcclProblem> diagnose(const NcclLogAnalysis& a, const std::set<std::
   return c.out;
 }
 
+bool nothing_read(const NcclLogAnalysis& a) { return a.nccl_lines == 0; }
+
 int nccl_log_exit_code(const NcclLogAnalysis& a, const std::vector<NcclProblem>& problems) {
+  if (nothing_read(a)) return kNcclLogUnknown;
   int code = a.warnings.empty() ? 0 : 1;
   for (const auto& p : problems) code = std::max(code, static_cast<int>(p.severity));
   return code;

@@ -23,7 +23,10 @@ struct NcclProblem {
 // sysfs, when the analyzer runs there).
 std::vector<NcclProblem> diagnose(const NcclLogAnalysis& a, const std::set<std::string>& hosts_with_active_ib);
 
-// 0 clean, 1 warnings (NCCL WARN lines or warning-level findings), 2 problems.
+// 0 clean, 1 warnings (NCCL WARN lines or warning-level findings), 2 problems,
+// 3 unknown: no NCCL line was read at all, so nothing can be called clean.
+constexpr int kNcclLogUnknown = 3;
+bool nothing_read(const NcclLogAnalysis& a);
 int nccl_log_exit_code(const NcclLogAnalysis& a, const std::vector<NcclProblem>& problems);
 
 }  // namespace gpudiag

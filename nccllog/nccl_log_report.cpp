@@ -101,7 +101,10 @@ std::string format_nccl_report(const NcclLogAnalysis& a, const std::vector<NcclP
     }
   }
   int code = nccl_log_exit_code(a, problems);
-  out += fmt::format("\nresult: {}\n", code == 0 ? "clean" : code == 1 ? "warnings" : "problems found");
+  if (code == kNcclLogUnknown)
+    out += fmt::format("\nresult: unknown ({})\n", a.files.empty() ? "no log file could be read" : "no NCCL line in what was read");
+  else
+    out += fmt::format("\nresult: {}\n", code == 0 ? "clean" : code == 1 ? "warnings" : "problems found");
   return out;
 }
 
@@ -137,7 +140,8 @@ nlohmann::json nccl_report_json(const NcclLogAnalysis& a, const std::vector<Nccl
                      {"fix", p.fix},
                      {"who", p.who}});
   int code = nccl_log_exit_code(a, problems);
-  return {{"status", code == 0 ? "clean" : code == 1 ? "warnings" : "problems"},
+  const char* status = code == 0 ? "clean" : code == 1 ? "warnings" : code == 2 ? "problems" : "unknown";
+  return {{"status", status},
           {"files", a.files},
           {"bytes", a.bytes},
           {"lines", a.lines},

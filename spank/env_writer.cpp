@@ -46,6 +46,23 @@ std::string format_injected(const InjectedRecord& record) {
   return out;
 }
 
+namespace {
+
+// Only a value still equal to what a plugin injected is ours to replace: one the user
+// exported since (even inside a step) stays.
+bool still_injected(const InjectedRecord& record, const std::string& name, const std::string& present) {
+  auto it = record.find(name);
+  return it != record.end() && it->second == injected_value_tag(present);
+}
+
+}  // namespace
+
+std::optional<std::string> user_value(EnvTarget& env, const std::string& name) {
+  auto v = env.get(name);
+  if (!v || still_injected(parse_injected(env.get(kInjectedVar).value_or("")), name, *v)) return std::nullopt;
+  return v;
+}
+
 std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted) {
   InjectedRecord record = parse_injected(env.get(kInjectedVar).value_or(""));
   std::vector<std::string> kept;
@@ -53,10 +70,7 @@ std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted) {
     if (!safe_env_value(value)) continue;
     auto present = env.get(name);
     if (present) {
-      auto it = record.find(name);
-      // Only a value still equal to what a plugin injected is ours to replace: one the
-      // user exported since (even inside a step) stays.
-      if (it == record.end() || it->second != injected_value_tag(*present)) {
+      if (!still_injected(record, name, *present)) {
         kept.push_back(name);
         record.erase(name);
         continue;

@@ -28,6 +28,9 @@ using InjectedRecord = std::map<std::string, std::string>;
 std::string injected_value_tag(std::string_view value);
 InjectedRecord parse_injected(std::string_view text);
 std::string format_injected(const InjectedRecord& record);
+// The user's value of `name`: present, and not one the plugin injected (what apply_env
+// leaves alone).
+std::optional<std::string> user_value(EnvTarget& env, const std::string& name);
 
 // Applies `wanted` in order and records what it set in GPUDIAG_INJECTED. Returns the
 // names it left alone because the user had set them.

@@ -327,7 +327,7 @@ int task_init(spank_t sp) {
     wanted.emplace_back("NCCL_DEBUG_FILE", dir + "/nccl.%h.%p.log");
     wanted.emplace_back("TORCH_DISTRIBUTED_DEBUG", "INFO");
   }
-  auto failfast = gpudiag::failfast_env(g.cfg.plugin.failfast, dir, hang_on);
+  auto failfast = gpudiag::failfast_env(g.cfg.plugin.failfast, dir, hang_on, &env);
   wanted.insert(wanted.end(), failfast.begin(), failfast.end());
   gpudiag::apply_env(env, wanted);
   if (g.diag.preflight.value_or(g.cfg.plugin.preflight.enabled) && !preflight_passes(env, t)) return -1;

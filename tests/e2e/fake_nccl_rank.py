@@ -1,6 +1,6 @@
 """Writes what one NCCL 2.21 rank would log into $NCCL_DEBUG_FILE (the plugin sets it
 under --diag), so the end-of-step summary can be tested without GPUs. FAULT=rank:kind
-makes that rank log a known problem."""
+(or rank,rank,...:kind) makes those ranks log a known problem."""
 import os
 import socket
 
@@ -11,7 +11,7 @@ pid = os.getpid()
 path = os.environ["NCCL_DEBUG_FILE"].replace("%h", host).replace("%p", str(pid))
 fault = ""
 spec = os.environ.get("FAULT", "")
-if spec and int(spec.split(":")[0]) == rank:
+if spec and str(rank) in spec.split(":")[0].split(","):
     fault = spec.split(":")[1]
 
 o = f"{host}:{pid}:{pid} [{rank}] NCCL INFO "
@@ -21,6 +21,9 @@ init = f"ncclCommInitRank comm 0x55d0{rank} rank {rank} nranks {world} cudaDev {
 lines = [o + "Bootstrap : Using eth0:10.0.0.1<0>", o + "NCCL version 2.21.5+cuda12.4", t + init + " - Init START"]
 if fault == "socket_lo":
     lines += [t + "NET/Socket : Using [0]lo:127.0.0.1<0>", t + "Using network Socket"]
+elif fault == "no_ib":  # this node's HCAs are not usable: NCCL falls back to TCP
+    lines += [t + "NET/IB : No device found.", t + "NET/Socket : Using [0]eth0:10.0.0.1<0>", t + "Using network Socket",
+              t + f"Channel 00/0 : {rank}[{rank}] -> {(rank + 1) % world}[{(rank + 1) % world}] [send] via NET/Socket/0"]
 else:
     lines += [t + "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [RO]; OOB eth0:10.0.0.1<0>",
               t + "Using network IB"]

@@ -1,6 +1,7 @@
 """Fail fast in a real srun/slurmstepd: the hang watchdog (kill, report, the CPU rule)
 with real torch gloo, the node preflight, and fail-fast variables the user overrides."""
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -135,6 +136,21 @@ class FailFast(PluginClusterTest):
         self.assertRegex(fr_file, r"/gpudiag-\d+\.\d+/fr_trace\.rank$")
         r = self.srun("-n1", PYTHON, "-c", show, env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"})
         self.assertEqual(r.stdout.split()[:2], ["1", "1"])
+
+    def test_old_torch_sees_the_failfast_settings(self):
+        # torch <= 2.1 reads only the pre-2.2 names (pytorch#114077); Debian's torch is 1.13.
+        prog = os.path.join(HERE, "torch_old_names.py")
+        r = self.srun("-n1", PYTHON, prog, cwd=self.work_dir("oldnames"))
+        seen = json.loads(untag(r.stdout.strip().splitlines()[-1]))
+        self.assertTrue(seen["torch"].startswith("1."), seen)
+        self.assertEqual((seen["new"], seen["old"], seen["torch_parsed"]), ("3", "3", "3"), seen)
+        # A user value under the old name wins for both names.
+        r = self.srun("-n1", PYTHON, prog, env={"NCCL_ASYNC_ERROR_HANDLING": "0"}, cwd=self.work_dir("oldnames"))
+        seen = json.loads(untag(r.stdout.strip().splitlines()[-1]))
+        self.assertEqual((seen["new"], seen["old"], seen["torch_parsed"]), ("0", "0", "0"), seen)
+        r = self.srun("-n1", PYTHON, prog, env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}, cwd=self.work_dir("oldnames"))
+        seen = json.loads(untag(r.stdout.strip().splitlines()[-1]))
+        self.assertEqual((seen["new"], seen["old"], seen["torch_parsed"]), ("2", "2", "2"), seen)
 
     def test_ctrl_c_on_srun_leaves_no_process_or_state_behind(self):
         marker = f"sleep {os.getpid() % 1000 + 3000}"  # unique to this test run

@@ -41,6 +41,21 @@ class NcclSummary(PluginClusterTest):
                       r.stderr)
         self.assertEqual(r.returncode, 0, "a summary never changes the step's exit code")
 
+    def test_ranks_on_sockets_beside_ib_ranks_are_named(self):
+        # Half the ranks fell back to TCP: the summary says so from the logs alone (srun's
+        # host has no IB here, and never decides).
+        r = self.step(env={"FAULT": "2,3:no_ib"})
+        text = "\n".join(self.summary(r.stderr))
+        node = self.cluster.node
+        self.assertIn(f"2 of 4 ranks used NET/Socket while the others used NET/IB on {node}:2, {node}:3", text,
+                      r.stderr)
+        self.assertIn("NET/IB on 2/4 ranks", text)
+        self.assertIn("NET/Socket on 2/4 ranks", text)
+        diag_dir = text.split("gpudiag: details: gpudiag nccl-log ", 1)[1].split()[0]
+        out = self.cluster.run([GPUDIAG, "nccl-log", diag_dir], check=False)
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("result: problems found", out.stdout)
+
     def test_diag_dir_not_visible_from_srun(self):
         r = self.step(env={"REMOVE_DIAG_DIR": "1"})
         lines = self.summary(r.stderr)

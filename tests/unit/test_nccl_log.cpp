@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <random>
 
 #include "nccllog/nccl_log_facts.h"
@@ -311,4 +313,195 @@ TEST(NcclLogReport, JsonTextSurvivesBytesThatAreNotUtf8) {
   auto j = nlohmann::json::parse(text);
   EXPECT_EQ(j.dump().find("\xff"), std::string::npos);
   EXPECT_NE(text.find("\xef\xbf\xbd"), std::string::npos) << "bad bytes become U+FFFD";
+}
+
+// ---- A crippled network that still "works" (NCCL 2.21 wording throughout). ----
+namespace {
+
+struct RankSpec {
+  std::string host;
+  int rank;
+  std::vector<std::string> net;  // the NET lines this rank logs, in order
+  std::vector<std::string> channels = {"NET/IB/0/GDRDMA"};
+};
+
+std::string rank_lines(const RankSpec& r, int nranks) {
+  int pid = 2000 + r.rank;
+  std::string o = r.host + ":" + std::to_string(pid) + ":" + std::to_string(pid) + " [" + std::to_string(r.rank % 4) + "] NCCL INFO ";
+  std::string t = r.host + ":" + std::to_string(pid) + ":" + std::to_string(pid + 40) + " [" + std::to_string(r.rank % 4) + "] NCCL INFO ";
+  std::string init = "ncclCommInitRank comm 0x55d0" + std::to_string(r.rank) + " rank " + std::to_string(r.rank) + " nranks " +
+                     std::to_string(nranks) + " cudaDev 0 nvmlDev 0 busId 18000 commId 0x6c7e1b41c2dc5f6c";
+  std::string s = o + "Bootstrap : Using eth0:10.0.0." + std::to_string(r.rank) + "<0>\n";
+  s += o + "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\n";
+  s += o + "NCCL version 2.21.5+cuda12.4\n";
+  s += t + init + " - Init START\n";
+  for (const auto& n : r.net) s += t + n + "\n";
+  for (const auto& c : r.channels)
+    s += t + "Channel 01/0 : " + std::to_string(r.rank) + "[0] -> " + std::to_string((r.rank + 1) % nranks) +
+         "[0] [send] via " + c + "\n";
+  s += t + init + " - Init COMPLETE\n";
+  return s;
+}
+
+const std::vector<std::string> kIbNet = {
+    "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:10.0.0.1<0>", "Using network IB"};
+
+std::string four_ranks(const std::function<RankSpec(int)>& spec) {
+  std::string all;
+  for (int r = 0; r < 4; ++r) all += rank_lines(spec(r), 4);
+  return all;
+}
+
+}  // namespace
+
+TEST(NcclNetwork, HalfTheRanksOnSocketBesideIbIsAProblem) {
+  auto a = analyse(four_ranks([](int r) {
+    if (r < 2) return RankSpec{"gpu01", r, kIbNet};
+    return RankSpec{"gpu02", r,
+                    {"NET/IB : No device found.", "NET/Socket : Using [0]eth0:10.0.1.12<0>", "Using network Socket"},
+                    {"NET/Socket/0"}};
+  }));
+  // The judgement rests on the logs: no host is known to have IB.
+  auto ps = diagnose(a, {});
+  const NcclProblem* p = problem(ps, "socket-beside-ib");
+  ASSERT_TRUE(p) << format_nccl_report(a, ps);
+  EXPECT_EQ(p->message, "2 of 4 ranks used NET/Socket while the others used NET/IB");
+  EXPECT_EQ(p->who, (std::vector<std::string>{"gpu02:2", "gpu02:3"}));
+  EXPECT_FALSE(problem(ps, "network-mismatch")) << "one finding, not two, for the same fact";
+  EXPECT_EQ(nccl_log_exit_code(a, ps), 2);
+  EXPECT_NE(nccl_summary_line(a, ps).find("2 of 4 ranks used NET/Socket while the others used NET/IB on gpu02:2, gpu02:3"),
+            std::string::npos)
+      << nccl_summary_line(a, ps);
+}
+
+TEST(NcclNetwork, NetworkComesFromChannelsAndDevicesWithoutUsingNetworkLine) {
+  // NCCL_DEBUG_SUBSYS without INIT's "Using network" line: the devices and channels
+  // still say it.
+  auto a = analyse(four_ranks([](int r) {
+    if (r < 2) return RankSpec{"gpu01", r, {kIbNet[0]}};
+    return RankSpec{"gpu02", r, {"NET/IB : No device found.", "NET/Socket : Using [0]eth0:10.0.1.12<0>"}, {"NET/Socket/0"}};
+  }));
+  ASSERT_EQ(a.processes.size(), 4u);
+  EXPECT_EQ(a.processes[0].network, "IB");
+  EXPECT_EQ(a.processes[3].network, "Socket");
+  EXPECT_TRUE(problem(diagnose(a, {}), "socket-beside-ib"));
+}
+
+TEST(NcclNetwork, GpuDirectRdmaDisabledEverywhereIsAWarning) {
+  auto a = analyse(four_ranks([](int r) {
+    return RankSpec{r < 2 ? "gpu01" : "gpu02", r,
+                    {"NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)",
+                     "NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1' (no module)", kIbNet[0], kIbNet[1]},
+                    {"NET/IB/0", "NET/IB/1"}};
+  }));
+  auto ps = diagnose(a, {});
+  const NcclProblem* p = problem(ps, "gdr-disabled");
+  ASSERT_TRUE(p) << format_nccl_report(a, ps);
+  EXPECT_EQ(p->severity, Severity::warning);
+  EXPECT_EQ(p->who.size(), 4u);
+  EXPECT_NE(p->fix.find("modprobe nvidia-peermem"), std::string::npos);
+  EXPECT_NE(p->fix.find("mlx5_0, mlx5_1"), std::string::npos);
+  EXPECT_EQ(nccl_log_exit_code(a, ps), 1);
+  EXPECT_NE(format_nccl_report(a, ps).find("result: warnings"), std::string::npos);
+}
+
+TEST(NcclNetwork, GpuDirectRdmaThroughDmaBufIsNotFlagged) {
+  // peermem absent, but the channels show GDRDMA (NCCL 2.19+ over DMA-BUF).
+  auto a = analyse(four_ranks([](int r) {
+    return RankSpec{r < 2 ? "gpu01" : "gpu02", r,
+                    {"NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)", kIbNet[0], kIbNet[1]}};
+  }));
+  EXPECT_FALSE(problem(diagnose(a, {}), "gdr-disabled"));
+}
+
+TEST(NcclNetwork, IbDisabledOverIpoibIsAProblem) {
+  auto a = analyse(four_ranks([](int r) {
+    return RankSpec{r < 2 ? "gpu01" : "gpu02", r,
+                    {"NCCL_IB_DISABLE set by environment to 1.", "NET/Socket : Using [0]ib0:10.1.0." + std::to_string(r) + "<0>",
+                     "Using network Socket"},
+                    {"NET/Socket/0"}};
+  }));
+  auto ps = diagnose(a, {});
+  const NcclProblem* p = problem(ps, "ib-disabled-on-ipoib");
+  ASSERT_TRUE(p) << format_nccl_report(a, ps);
+  EXPECT_NE(p->message.find("IPoIB (ib0)"), std::string::npos) << p->message;
+  EXPECT_EQ(p->who.size(), 4u);
+  EXPECT_EQ(nccl_log_exit_code(a, ps), 2);
+  // IB disabled on an Ethernet-only cluster is a choice, not a fault.
+  auto eth = analyse(four_ranks([](int r) {
+    return RankSpec{r < 2 ? "gpu01" : "gpu02", r,
+                    {"NCCL_IB_DISABLE set by environment to 1", "NET/Socket : Using [0]eth0:10.0.0.1<0>", "Using network Socket"},
+                    {"NET/Socket/0"}};
+  }));
+  EXPECT_EQ(nccl_log_exit_code(eth, diagnose(eth, {})), 0) << format_nccl_report(eth, diagnose(eth, {}));
+}
+
+TEST(NcclNetwork, SocketPluginOnHostsWithIbIsAProblem) {
+  auto a = analyse(four_ranks([](int r) {
+    return RankSpec{r < 2 ? "gpu01" : "gpu02", r, {kIbNet[0], "Using network FastSocket"}, {"NET/FastSocket/0"}};
+  }));
+  auto ps = diagnose(a, {});
+  const NcclProblem* p = problem(ps, "plugin-beside-ib");
+  ASSERT_TRUE(p) << format_nccl_report(a, ps);
+  EXPECT_EQ(p->message, "NCCL used the net plugin FastSocket on hosts whose logs show IB devices");
+  EXPECT_EQ(p->who.size(), 4u);
+  EXPECT_EQ(nccl_log_exit_code(a, ps), 2);
+  // An IB plugin (SHARP's IBext) on the same hosts is what IB hosts should run.
+  auto ibext = analyse(four_ranks([](int r) {
+    return RankSpec{r < 2 ? "gpu01" : "gpu02", r, {kIbNet[0], "Using network IBext_v8"}};
+  }));
+  EXPECT_FALSE(problem(diagnose(ibext, {}), "plugin-beside-ib"));
+}
+
+TEST(NcclNetwork, LocalHostIbCountsOnlyWhereTheLogIsSilent) {
+  auto socket_only = [](std::vector<std::string> net) {
+    return analyse(four_ranks([&](int r) { return RankSpec{r < 2 ? "gpu01" : "gpu02", r, net, {"NET/Socket/0"}}; }));
+  };
+  auto silent = socket_only({"NET/Socket : Using [0]eth0:10.0.0.1<0>", "Using network Socket"});
+  EXPECT_TRUE(problem(diagnose(silent, {"gpu01"}), "socket-with-ib"));
+  EXPECT_FALSE(problem(diagnose(silent, {}), "socket-with-ib"));
+  auto said = socket_only({"NET/IB : No device found.", "NET/Socket : Using [0]eth0:10.0.0.1<0>", "Using network Socket"});
+  EXPECT_FALSE(problem(diagnose(said, {"gpu01"}), "socket-with-ib"));
+}
+
+TEST(NcclVersion, BareVersionLineGivesTheVersion) {
+  EXPECT_EQ(*bare_nccl_version_of("NCCL version 2.21.5+cuda12.4"), "2.21.5");
+  EXPECT_EQ(*bare_nccl_version_of("[gpu01:3] NCCL version 2.18.5+cuda12.2\r"), "2.18.5");
+  EXPECT_FALSE(bare_nccl_version_of("MYNCCL version 2"));
+  // NCCL_DEBUG=VERSION: the file holds this one line; its name says who wrote it.
+  NcclLogAnalyzer an;
+  an.add_line("NCCL version 2.21.5+cuda12.4", "/diag/nccl.gpu01.4242.log");
+  // NCCL_DEBUG=WARN: the bare line, then WARN lines with their origin.
+  an.add_line("NCCL version 2.18.5+cuda12.2", "/diag/nccl.gpu02.77.log");
+  an.add_line("", "/diag/nccl.gpu02.77.log");
+  an.add_line("gpu02:77:90 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<40000> "
+              "with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+              "/diag/nccl.gpu02.77.log");
+  auto a = an.finish();
+  ASSERT_EQ(a.processes.size(), 2u);
+  std::map<std::string, std::string> v;
+  for (const auto& p : a.processes) v[p.host + ":" + p.pid] = p.version;
+  EXPECT_EQ(v["gpu01:4242"], "2.21.5");
+  EXPECT_EQ(v["gpu02:77"], "2.18.5");
+  auto ps = diagnose(a, {});
+  EXPECT_TRUE(problem(ps, "version-mismatch")) << format_nccl_report(a, ps);
+}
+
+TEST(NcclLog, NothingReadIsUnknownNeverClean) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("gpudiag-nccllog-empty-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  NcclLogAnalyzer empty_dir;
+  read_nccl_logs(empty_dir, {dir.string()});
+  auto a = empty_dir.finish();
+  EXPECT_EQ(nccl_log_exit_code(a, diagnose(a, {})), kNcclLogUnknown);
+  EXPECT_NE(format_nccl_report(a, {}).find("result: unknown (no log file could be read)"), std::string::npos);
+  EXPECT_EQ(nccl_report_json(a, {})["status"], "unknown");
+  std::ofstream(dir / "nccl.a.log") << "hello, no NCCL here\n";
+  NcclLogAnalyzer no_nccl;
+  read_nccl_logs(no_nccl, {dir.string()});
+  auto b = no_nccl.finish();
+  EXPECT_EQ(nccl_log_exit_code(b, diagnose(b, {})), kNcclLogUnknown);
+  EXPECT_NE(format_nccl_report(b, {}).find("result: unknown (no NCCL line in what was read)"), std::string::npos);
+  fs::remove_all(dir);
 }

@@ -263,3 +263,38 @@ TEST(NcclDefaults, AutoIbHcaIsExactActiveIbNonBond) {
   EXPECT_EQ(env[1].second, "=mlx5_0,mlx5_10");
   EXPECT_TRUE(nccl_defaults(p, IbInventory{}, expect).size() == 1);  // no HCA: NCCL_IB_HCA unset
 }
+
+// torch <= 2.1 (Debian 12's 1.13 among them) reads only the pre-2.2 names.
+TEST(FailFast, OldTorchNamesBesideTheNewOnes) {
+  FailFastSettings f;
+  auto env = failfast_env(f, "/d", false);
+  std::map<std::string, std::string> m(env.begin(), env.end());
+  EXPECT_EQ(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
+  EXPECT_EQ(m["NCCL_ASYNC_ERROR_HANDLING"], "3");
+  EXPECT_EQ(old_torch_name("TORCH_NCCL_BLOCKING_WAIT"), "NCCL_BLOCKING_WAIT");
+  EXPECT_EQ(old_torch_name("TORCH_NCCL_DESYNC_DEBUG"), "NCCL_DESYNC_DEBUG");
+  EXPECT_EQ(old_torch_name("TORCH_NCCL_ENABLE_TIMING"), "NCCL_ENABLE_TIMING");
+  // Names that came with 2.2 or later have no old form.
+  EXPECT_EQ(old_torch_name("TORCH_NCCL_DUMP_ON_TIMEOUT"), "");
+  EXPECT_EQ(old_torch_name("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"), "");
+  for (const auto& [k, v] : env) EXPECT_NE(k, "NCCL_DUMP_ON_TIMEOUT");
+}
+
+TEST(FailFast, UserValueUnderEitherNameWinsForBoth) {
+  FailFastSettings f;
+  for (const char* user_name : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
+    MapEnv task;
+    task.vars[user_name] = "0";
+    apply_env(task, failfast_env(f, "/d", false, &task));
+    EXPECT_EQ(task.vars["NCCL_ASYNC_ERROR_HANDLING"], "0") << user_name;
+    EXPECT_EQ(task.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0") << user_name;
+  }
+  // What the plugin itself set for the batch step is not the user's: a step inside
+  // the batch script gets the defaults again.
+  MapEnv batch;
+  batch.vars["NCCL_ASYNC_ERROR_HANDLING"] = "1";
+  batch.vars[kInjectedVar] = "NCCL_ASYNC_ERROR_HANDLING:" + injected_value_tag("1");
+  apply_env(batch, failfast_env(f, "/d", false, &batch));
+  EXPECT_EQ(batch.vars["NCCL_ASYNC_ERROR_HANDLING"], "3");
+  EXPECT_EQ(batch.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
+}
