@@ -23,9 +23,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto d = gpudiag::decide_drain(report, *node, true, true, "gpudiag:");
     if (d.action == gpudiag::NodeAction::drain)
       for (unsigned char c : d.reason) GPUDIAG_FUZZ_CHECK(c >= 0x20 && c != 0x7f);
-    // Never take over a drain that someone else set.
+    auto standing = gpudiag::node_standing(*node, "gpudiag:");
+    // Never touch a node someone else took out (or Slurm is busy with), nor a drain
+    // someone else set; resume only our own drain.
     if (node->drain && !gpudiag::drained_by_us(*node, "gpudiag:"))
       GPUDIAG_FUZZ_CHECK(d.action == gpudiag::NodeAction::none);
+    if (standing.kind == gpudiag::NodeStanding::not_ours) GPUDIAG_FUZZ_CHECK(d.action == gpudiag::NodeAction::none);
+    if (d.action == gpudiag::NodeAction::resume)
+      GPUDIAG_FUZZ_CHECK(standing.kind == gpudiag::NodeStanding::drained_by_us && node->drain &&
+                         node->reason.rfind("gpudiag:", 0) == 0);
+    // The base state is what State= starts with; the reason is one line.
+    GPUDIAG_FUZZ_CHECK(node->state.rfind(node->base, 0) == 0);
+    GPUDIAG_FUZZ_CHECK(node->reason.find('\n') == std::string::npos);
   }
   return 0;
 }
