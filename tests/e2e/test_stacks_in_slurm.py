@@ -125,17 +125,18 @@ class StacksOfBusyJobs(unittest.TestCase):
         self.addCleanup(faker.wait)
         self.addCleanup(faker.kill)
         time.sleep(0.3)
+        # On the node itself, root reads every environment: Slurm's records decide.
+        local = self.cluster.run([GPUDIAG, "stacks", "--local", job], check=False, timeout=90)
+        self.assertEqual(local.returncode, 0, local.stdout[-2000:] + local.stderr)
+        self.assertNotIn("sleep 3131", local.stdout)
+        self.assert_two_ranks_of(local.stdout, job)
+        # From anywhere: root becomes the job's owner for the step.
         r = self.cluster.run([GPUDIAG, "stacks", job], check=False, timeout=90, cwd="/root")
         self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr)
         self.assertNotIn("Access/permission denied", r.stderr)
         self.assert_two_ranks_of(r.stdout, job)
         self.assertNotIn("3131", r.stdout)
         self.assertNotRegex(r.stdout, rf"pid {faker.pid}\b")
-        # On the node itself, root reads every environment: Slurm's records decide.
-        local = self.cluster.run([GPUDIAG, "stacks", "--local", job], check=False, timeout=90)
-        self.assertEqual(local.returncode, 0, local.stdout[-2000:] + local.stderr)
-        self.assert_two_ranks_of(local.stdout, job)
-        self.assertNotIn("sleep 3131", local.stdout)
 
     def test_root_on_a_finished_job_is_told_clearly(self):
         r = self.cluster.run([GPUDIAG, "stacks", "999999"], check=False, timeout=30)
