@@ -19,11 +19,14 @@ Result<uid_t> parse_squeue_uid(std::string_view text, const std::string& job) {
   if (text.empty())
     return Result<uid_t>::failure("gpudiag: job " + job + " is not in Slurm's queue: is it still running? (squeue -j " +
                                   job + ")");
+  // uid_t is 32 bits and (uid_t)-1 means "no change" to setuid: anything else is refused.
   bool ok = text.size() <= 10 && text.find_first_not_of("0123456789") == std::string_view::npos;
-  if (!ok)
+  unsigned long long uid = 0;
+  for (char c : text) uid = uid * 10 + static_cast<unsigned>(c - '0');
+  if (!ok || uid >= 0xffffffffULL)
     return Result<uid_t>::failure("gpudiag: cannot tell who owns job " + job + ": squeue printed '" +
                                   std::string(text.substr(0, 80)) + "'");
-  return static_cast<uid_t>(std::stoul(std::string(text)));
+  return static_cast<uid_t>(uid);
 }
 
 Result<uid_t> job_owner(const std::string& job, double timeout_s) {

@@ -25,6 +25,14 @@ std::vector<std::string_view> words(std::string_view line) {
   return out;
 }
 
+// Digits that fit an int; anything else is nullopt (no exception: the text is Slurm's).
+std::optional<int> small_number(std::string_view s) {
+  if (s.empty() || s.size() > 9 || !digits(s)) return std::nullopt;
+  int v = 0;
+  for (char c : s) v = v * 10 + (c - '0');
+  return v;
+}
+
 }  // namespace
 
 Result<StepId> parse_step_id(std::string_view text) {
@@ -59,14 +67,16 @@ Result<std::vector<ListedPid>> parse_listpids(std::string_view text) {
     pos = nl == std::string_view::npos ? text.size() : nl + 1;
     auto w = words(line);
     if (w.empty() || w[0] == "PID") continue;
-    if (w.size() != 5 || !digits(w[0]) || (w[4] != "-" && !digits(w[4])))
+    auto pid = w.size() == 5 ? small_number(w[0]) : std::nullopt;
+    auto global_id = w.size() == 5 && w[4] != "-" ? small_number(w[4]) : std::optional<int>(-1);
+    if (!pid || *pid == 0 || !global_id)
       return Result<std::vector<ListedPid>>::failure("scontrol listpids printed a line gpudiag cannot read: '" +
                                                      std::string(line.substr(0, 120)) + "'");
     ListedPid p;
-    p.pid = static_cast<pid_t>(std::stol(std::string(w[0])));
+    p.pid = static_cast<pid_t>(*pid);
     p.job = std::string(w[1]);
     p.step = std::string(w[2]);
-    if (w[4] != "-") p.global_id = std::stoi(std::string(w[4]));
+    p.global_id = *global_id;
     out.push_back(p);
   }
   return out;

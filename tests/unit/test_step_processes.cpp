@@ -61,6 +61,8 @@ TEST(Listpids, ParsesRealOutput) {
 TEST(Listpids, RejectsWhatItCannotRead) {
   EXPECT_FALSE(parse_listpids("PID JOBID STEPID LOCALID GLOBALID\n12 1 0 0\n"));
   EXPECT_FALSE(parse_listpids("x 1 0 0 0\n"));
+  EXPECT_FALSE(parse_listpids("12 1 0 0 99999999999999\n"));  // no exception either
+  EXPECT_FALSE(parse_listpids("0 1 0 0 0\n"));
   auto empty = parse_listpids("PID      JOBID    STEPID   LOCALID GLOBALID\n");
   ASSERT_TRUE(empty);
   EXPECT_TRUE(empty->empty());
@@ -105,4 +107,6 @@ TEST(JobOwner, ParsesSqueueUid) {
   EXPECT_NE(gone.error().find("gpudiag: job 7 is not in Slurm's queue"), std::string::npos);
   EXPECT_FALSE(parse_squeue_uid("1001\n1002\n", "7"));
   EXPECT_FALSE(parse_squeue_uid("root", "7"));
+  EXPECT_FALSE(parse_squeue_uid("4294967295", "7"));  // (uid_t)-1
+  EXPECT_FALSE(parse_squeue_uid("9999999999", "7"));
 }
