@@ -1,9 +1,11 @@
 // `scontrol show node` output, and the drain decision made from it. The input also
 // serves as a finding's message, so the drain reason built from hostile text (a
 // GPU name, a path from sysfs) is checked too: one line, no control bytes, bounded.
+// And as `scontrol listpids` output, which decides whose stacks `gpudiag stacks` takes.
 #include "fuzz/fuzz_input.h"
 #include "healthcheck/drain_policy.h"
 #include "healthcheck/slurm_node.h"
+#include "stacks/step_processes.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto text = gpudiag::fuzz::as_text(data, size);
@@ -35,6 +37,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // The base state is what State= starts with; the reason is one line.
     GPUDIAG_FUZZ_CHECK(node->state.rfind(node->base, 0) == 0);
     GPUDIAG_FUZZ_CHECK(node->reason.find('\n') == std::string::npos);
+  }
+
+  // Only pids Slurm listed for the job become task roots.
+  if (auto listed = gpudiag::parse_listpids(text)) {
+    gpudiag::ProcTable table;
+    for (const auto& p : *listed) {
+      GPUDIAG_FUZZ_CHECK(p.pid >= 0 && p.global_id >= -1);
+      table[p.pid] = {p.pid, "x", 'S', 1, 0};
+    }
+    for (const auto& t : gpudiag::step_task_roots(*listed, table, {"1", std::nullopt}, "")) {
+      bool slurms = false;
+      for (const auto& p : *listed) slurms |= p.pid == t.pid && p.job == "1";
+      GPUDIAG_FUZZ_CHECK(slurms);
+    }
   }
   return 0;
 }

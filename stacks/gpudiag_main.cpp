@@ -45,7 +45,7 @@ int local_report(const gpudiag::StepId& id, double timeout) {
   const char* own_job = std::getenv("SLURM_JOB_ID");
   std::string skip = own && own_job && id.job == own_job ? own : "";
   std::string what = id.job + (id.step ? "." + *id.step : std::string(" (all steps)"));
-  auto listed = gpudiag::list_step_pids(id, kSlurmTimeout);
+  auto listed = gpudiag::list_job_pids(id.job, kSlurmTimeout);
   if (!listed) {
     std::cout << "gpudiag stacks: " << host() << ": cannot get the processes of job " << what
               << " from Slurm: " << listed.error() << "\n";

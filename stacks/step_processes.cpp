@@ -82,9 +82,9 @@ Result<std::vector<ListedPid>> parse_listpids(std::string_view text) {
   return out;
 }
 
-Result<std::vector<ListedPid>> list_step_pids(const StepId& id, double timeout_s) {
-  std::string what = id.job + (id.step ? "." + *id.step : "");
-  auto r = run_command({"scontrol", "listpids", what}, timeout_s);
+Result<std::vector<ListedPid>> list_job_pids(const std::string& job, double timeout_s) {
+  // The whole job: asked for one step, scontrol fails on a node the step does not use.
+  auto r = run_command({"scontrol", "listpids", job}, timeout_s);
   if (!r.ok()) return Result<std::vector<ListedPid>>::failure(describe_failure("scontrol listpids", r, timeout_s));
   return parse_listpids(r.out);
 }

@@ -33,8 +33,8 @@ struct ListedPid {
 };
 // Pure: parses its output; a row that is not five such columns is an error.
 Result<std::vector<ListedPid>> parse_listpids(std::string_view text);
-// Runs `scontrol listpids JOB[.STEP]` (no shell, with a deadline) on this node.
-Result<std::vector<ListedPid>> list_step_pids(const StepId& id, double timeout_s);
+// Runs `scontrol listpids JOB` (no shell, with a deadline) on this node.
+Result<std::vector<ListedPid>> list_job_pids(const std::string& job, double timeout_s);
 
 struct StepTask {
   pid_t pid = 0;
