@@ -66,11 +66,13 @@ class HealthInSlurm(unittest.TestCase):
         with open(cls.epilog_fixture, "w") as f:
             f.write("healthy")
         cls.epilog = os.path.join(cls.tmp.name, "epilog")
+        cls.syslog = SyslogSocket(os.path.join(cls.tmp.name, "log.sock"))
         cls.cluster = SlurmCluster(extra_conf=[f"Epilog={cls.epilog}"])
         cls.cluster.__enter__()
         with open(cls.epilog, "w") as f:
             f.write("#!/bin/sh\n"
                     f"export SLURM_CONF={cls.cluster.conf}\n"
+                    f"export GPUDIAG_SYSLOG_SOCKET={cls.syslog.path}\n"
                     f"export GPUDIAG_HEALTH={HEALTH}\n"
                     f"export GPUDIAG_HEALTH_ARGS=\"--config {SITE_CONFIG} --fs-root {FIXTURES}/$(cat {cls.epilog_fixture})\"\n"
                     f"exec {SOURCE}/etc/slurm/gpudiag-epilog\n")
@@ -79,6 +81,7 @@ class HealthInSlurm(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.cluster.__exit__(None, None, None)
+        cls.syslog.close()
         cls.tmp.cleanup()
 
     def setUp(self):
@@ -195,6 +198,9 @@ class HealthInSlurm(unittest.TestCase):
         self.cluster.wait_for(lambda: "DRAIN" in self.cluster.node_state(), "the epilog to drain the node")
         reason = self.cluster.node_reason()
         self.assertTrue(reason.startswith("gpudiag: mlx5_3 port 1 is DOWN"), reason)
+        self.cluster.wait_for(lambda: self.syslog.tagged("gpudiag-health exit 2: gpudiag: mlx5_3 port 1 is DOWN"),
+                              "the epilog's log line")
+        self.assertRegex(self.syslog.tagged("exit 2")[0], r"epilog for job \d+: gpudiag-health exit 2: .*drained: gpudiag:")
 
     def test_epilog_leaves_healthy_node_alone(self):
         self.cluster.run(["srun", "-n1", "true"], timeout=60)
