@@ -149,6 +149,9 @@ class HealthInSlurm(unittest.TestCase):
                 self.health("port-down", "--drain", "--resume")
                 self.health("healthy", "--drain", "--resume")
                 self.assertEqual(slurm_state(c), (shown, reason))
+                # An admin on the node is told the same.
+                r = self.health("port-down", "--verbose")
+                self.assertIn("--drain and --resume will leave it as it is", r.stdout)
                 c.resume()
                 c.wait_for(lambda: c.node_state() == "IDLE", "node idle again")
 
