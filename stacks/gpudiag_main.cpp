@@ -47,7 +47,7 @@ int local_report(const gpudiag::StepId& id, double timeout) {
   std::string what = id.job + (id.step ? "." + *id.step : std::string(" (all steps)"));
   auto listed = gpudiag::list_job_pids(id.job, kSlurmTimeout);
   if (!listed) {
-    std::cout << "gpudiag stacks: " << host() << ": cannot get the processes of job " << what
+    std::cerr << "gpudiag: stacks on " << host() << ": cannot get the processes of job " << what
               << " from Slurm: " << listed.error() << "\n";
     return 3;
   }
