@@ -1,6 +1,8 @@
 #pragma once
 // When gpudiag-health may drain or resume a node (DESIGN §2, NHC's conventions):
-// drain only on CRITICAL, never overwrite another reason, resume only what we drained.
+// drain only on CRITICAL, resume only on OK, and touch a node only while it is in
+// service or drained by gpudiag itself. Whatever an admin or Slurm did (DOWN, FAIL,
+// a drain with another reason, maintenance, a pending reboot, power saving) stays.
 #include <string>
 
 #include "healthcheck/report.h"
@@ -18,6 +20,17 @@ struct DrainDecision {
   std::string reason;       // for drain
   std::string explanation;  // what was decided and why, for people
 };
+
+enum class NodeStanding {
+  in_service,     // gpudiag may drain it
+  drained_by_us,  // gpudiag may resume it (or drain it again with a new reason)
+  not_ours,       // someone else took it out of service, or Slurm is busy with it: hands off
+};
+struct Standing {
+  NodeStanding kind = NodeStanding::not_ours;
+  std::string why;  // for not_ours: "it is DOWN with reason 'admin: replacing PSU'"
+};
+Standing node_standing(const SlurmNodeState& node, const std::string& prefix);
 
 // "<prefix> <most severe finding> (+N more)", one line, no control bytes, bounded.
 std::string drain_reason(const Report& report, const std::string& prefix);

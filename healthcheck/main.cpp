@@ -57,14 +57,13 @@ std::string slurm_note(const gpudiag::Config& cfg, const std::string& node) {
   gpudiag::Scontrol sc(cfg.health.scontrol_timeout_s);
   auto st = sc.show(node);
   if (!st) return "";  // no Slurm here, or not reachable: nothing to add
-  const std::string& prefix = cfg.health.drain_prefix;
-  if (gpudiag::drained_by_us(*st, prefix))
+  auto standing = gpudiag::node_standing(*st, cfg.health.drain_prefix);
+  if (standing.kind == gpudiag::NodeStanding::drained_by_us)
     return fmt::format("Slurm: {} is drained by gpudiag: \"{}\"\n  Once the node is healthy, `gpudiag-health --resume` "
                        "resumes it.\n",
                        node, st->reason);
-  if (st->drain)
-    return fmt::format("Slurm: {} is drained with reason \"{}\", not by gpudiag: --resume will leave it drained.\n", node,
-                       st->reason);
+  if (standing.kind == gpudiag::NodeStanding::not_ours)
+    return fmt::format("Slurm: {}: {}: --drain and --resume will leave it as it is.\n", node, standing.why);
   return fmt::format("Slurm: {} is {}.\n", node, st->state);
 }
 

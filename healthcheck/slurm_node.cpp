@@ -2,33 +2,157 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <map>
+
 #include "nodeinfo/run_command.h"
 
 namespace gpudiag {
+namespace {
+
+// scontrol's layout (slurm_sprint_node_table, the same from 22.05 to 24.11): the first
+// line starts with "NodeName=", every further field line with three spaces; fields are
+// Key=Value separated by spaces, except free text, which takes the rest of its line. A
+// Reason of several lines goes on over lines indented deeper. Free text an admin sets
+// (Comment, Extra) or the kernel reports (OS) may hold " Reason=..." or "State=...",
+// so nothing is searched for: each field is taken from where the layout puts it.
+constexpr std::array<std::string_view, 4> kFreeText = {"OS", "Reason", "Comment", "Extra"};
+// Slurm prints these once; a second one can only come from free text imitating them.
+constexpr std::array<std::string_view, 3> kOnce = {"NodeName", "State", "Reason"};
+
+bool key_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '/' ||
+         c == ':';
+}
+
+// Length of the key when `s` starts with "Key=", else 0.
+std::size_t key_length(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && key_char(s[i])) ++i;
+  return i > 0 && i < s.size() && s[i] == '=' ? i : 0;
+}
+
+std::string_view rtrim(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+template <std::size_t N>
+bool one_of(const std::array<std::string_view, N>& set, std::string_view s) {
+  return std::find(set.begin(), set.end(), s) != set.end();
+}
+
+struct Fields {
+  std::map<std::string, std::string, std::less<>> values;
+  std::vector<std::string> repeated;
+  std::string* last = nullptr;
+
+  void add(std::string_view key, std::string_view value) {
+    auto [it, fresh] = values.emplace(std::string(key), std::string(value));
+    if (!fresh && one_of(kOnce, key)) repeated.emplace_back(key);
+    last = &it->second;
+  }
+};
+
+// One field line: "Key=v Key=v ..." or, for free text, "Key=rest of the line".
+// Returns the free-text value that lines after it may continue, or nullptr.
+std::string* parse_field_line(std::string_view body, Fields& f) {
+  while (!body.empty()) {
+    if (body.front() == ' ') {
+      body.remove_prefix(1);
+      continue;
+    }
+    auto end = body.find(' ');
+    std::string_view word = body.substr(0, end);
+    std::size_t k = key_length(word);
+    if (k == 0) {
+      // A value with a space in a field we do not know as free text.
+      if (f.last) f.last->append(" ").append(word);
+    } else if (one_of(kFreeText, word.substr(0, k))) {
+      f.add(word.substr(0, k), rtrim(body.substr(k + 1)));
+      return f.last;
+    } else {
+      f.add(word.substr(0, k), word.substr(k + 1));
+    }
+    body = end == std::string_view::npos ? std::string_view() : body.substr(end);
+  }
+  return nullptr;
+}
+
+void split_state(SlurmNodeState& st) {
+  std::string s = st.state;
+  // sinfo-style suffixes ("DOWN*", "IDLE~"); scontrol spells them out, but be lenient.
+  bool no_respond = false;
+  while (!s.empty() && std::string_view("*~#%$@^-!").find(s.back()) != std::string_view::npos) {
+    no_respond |= s.back() == '*';
+    s.pop_back();
+  }
+  std::size_t start = 0;
+  bool first = true;
+  while (start <= s.size()) {
+    auto plus = s.find('+', start);
+    std::string part = s.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+    if (first) st.base = part;
+    else if (!part.empty()) st.flags.push_back(part);
+    first = false;
+    if (plus == std::string::npos) break;
+    start = plus + 1;
+  }
+  if (no_respond && !st.has("NOT_RESPONDING")) st.flags.emplace_back("NOT_RESPONDING");
+  st.drain = st.has("DRAIN");
+}
+
+std::string reason_first_line(std::string line) {
+  line = std::string(rtrim(line.substr(0, line.find('\n'))));
+  // "text with spaces [user@2026-11-21T08:30:00]"
+  if (!line.empty() && line.back() == ']') {
+    auto open = line.rfind(" [");
+    if (open != std::string::npos && line.find('@', open) != std::string::npos) line.resize(open);
+  }
+  return line == "(null)" ? "" : line;
+}
+
+}  // namespace
+
+bool SlurmNodeState::has(std::string_view flag) const {
+  return std::find(flags.begin(), flags.end(), flag) != flags.end();
+}
 
 Result<SlurmNodeState> parse_scontrol_node(std::string_view text, const std::string& node) {
   auto fail = [&](const std::string& why) {
     return Result<SlurmNodeState>::failure(fmt::format("gpudiag: scontrol show node {}: {}", node, why));
   };
-  if (text.find("NodeName=") == std::string_view::npos) return fail("no NodeName= in its output");
-  SlurmNodeState st;
-  auto state_at = text.find(" State=");
-  if (state_at == std::string_view::npos) return fail("no State= in its output");
-  auto v = text.substr(state_at + 7);
-  st.state = std::string(v.substr(0, v.find_first_of(" \n")));
-  st.drain = st.state.find("DRAIN") != std::string::npos;
-  // Reason is the rest of its line: "Reason=text with spaces [user@2026-11-21T08:30:00]".
-  auto reason_at = text.find("Reason=");
-  if (reason_at != std::string_view::npos && (reason_at == 0 || text[reason_at - 1] == ' ' || text[reason_at - 1] == '\n')) {
-    auto r = text.substr(reason_at + 7);
-    std::string line(r.substr(0, r.find('\n')));
-    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
-    if (!line.empty() && line.back() == ']') {
-      auto open = line.rfind(" [");
-      if (open != std::string::npos && line.find('@', open) != std::string::npos) line.resize(open);
+  if (text.substr(0, 9) != "NodeName=") return fail("its output does not start with NodeName=");
+  Fields f;
+  std::string* free_text = nullptr;  // the free-text field that deeper or unindented lines continue
+  std::size_t pos = 0;
+  bool first = true;
+  while (pos <= text.size()) {
+    auto nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
+    bool field_line = first || (line.size() > 3 && line.substr(0, 3) == "   " && key_length(line.substr(3)) > 0);
+    if (field_line) {
+      free_text = parse_field_line(first ? line : line.substr(3), f);
+    } else if (free_text && !rtrim(line).empty()) {
+      std::string_view more = rtrim(line);
+      while (!more.empty() && more.front() == ' ') more.remove_prefix(1);
+      free_text->append("\n").append(more);
     }
-    if (line != "(null)") st.reason = line;
+    first = false;
   }
+  if (!f.repeated.empty())
+    return fail(fmt::format("{}= appears more than once, so free text (a Comment or Extra with a line break) "
+                            "imitates Slurm's layout and Slurm's own value cannot be told apart; the node is "
+                            "left as it is: remove the line break from that text",
+                            f.repeated.front()));
+  auto state = f.values.find("State");
+  if (state == f.values.end()) return fail("no State= in its output");
+  SlurmNodeState st;
+  st.state = state->second;
+  split_state(st);
+  if (auto r = f.values.find("Reason"); r != f.values.end()) st.reason = reason_first_line(r->second);
   return st;
 }
 

@@ -10,12 +10,16 @@
 namespace gpudiag {
 
 struct SlurmNodeState {
-  std::string state;   // "IDLE+DRAIN", "MIXED", ...
-  bool drain = false;  // DRAIN flag: drained or draining
-  std::string reason;  // without the trailing " [user@time]"
+  std::string state;               // as scontrol prints it: "IDLE+DRAIN", "DOWN+NOT_RESPONDING"
+  std::string base;                // "IDLE", "ALLOCATED", "MIXED", "DOWN", ...
+  std::vector<std::string> flags;  // "DRAIN", "FAIL", "MAINTENANCE", "REBOOT_REQUESTED", ...
+  bool drain = false;              // DRAIN flag: drained or draining
+  std::string reason;              // first line, without the trailing " [user@time]"
+  bool has(std::string_view flag) const;
 };
 
-// Pure: parses `scontrol show node NAME` output.
+// Pure: parses `scontrol show node NAME` output field by field (see the .cpp for the
+// layout). A field Slurm prints once that appears twice is an error, not a guess.
 Result<SlurmNodeState> parse_scontrol_node(std::string_view text, const std::string& node);
 
 class Scontrol {

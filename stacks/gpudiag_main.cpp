@@ -2,7 +2,8 @@
 // (nccllog/). `gpudiag stacks JOB[.STEP]` collects, from every node of
 // a running job, what the hang watchdog writes: each process's tree, state, wchan and
 // stacks. It runs one task per node inside the job (srun --overlap --jobid), so no
-// ssh and no privileges are needed; there each task runs `gpudiag stacks --local`.
+// ssh and no privileges are needed; there each task runs `gpudiag stacks --local`,
+// which takes the job's processes from Slurm (scontrol listpids).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -14,8 +15,12 @@
 #include <vector>
 
 #include "nccllog/nccl_log_command.h"
+#include "nodeinfo/proc_tree.h"
 #include "spank/stack_report.h"
+#include "stacks/job_owner.h"
 #include "stacks/step_processes.h"
+
+extern char** environ;
 
 namespace {
 
@@ -33,23 +38,45 @@ std::string host() {
   return h.substr(0, h.find('.'));
 }
 
+constexpr double kSlurmTimeout = 10;
+
 int local_report(const gpudiag::StepId& id, double timeout) {
   const char* own = std::getenv("SLURM_STEP_ID");
   const char* own_job = std::getenv("SLURM_JOB_ID");
   std::string skip = own && own_job && id.job == own_job ? own : "";
-  auto tasks = gpudiag::find_step_tasks(id, skip);
+  std::string what = id.job + (id.step ? "." + *id.step : std::string(" (all steps)"));
+  auto listed = gpudiag::list_job_pids(id.job, kSlurmTimeout);
+  if (!listed) {
+    std::cerr << "gpudiag: stacks on " << host() << ": cannot get the processes of job " << what
+              << " from Slurm: " << listed.error() << "\n";
+    return 3;
+  }
+  auto tasks = gpudiag::step_task_roots(*listed, gpudiag::snapshot_processes(), id, skip);
   std::vector<gpudiag::TaskRoot> roots;
   for (const auto& t : tasks) roots.push_back({t.rank, t.pid});
-  std::string what = id.job + (id.step ? "." + *id.step : std::string(" (all steps)"));
   if (roots.empty()) {
-    std::cout << "gpudiag stacks: " << host() << ": no processes of job " << what
-              << " that this user can see on this node\n";
+    std::cout << "gpudiag stacks: " << host() << ": no processes of job " << what << " on this node\n";
     return 0;
   }
   std::cout << gpudiag::stack_report("gpudiag stacks: job " + what + " on " + host() + ", " +
                                          std::to_string(roots.size()) + " task(s)",
                                      roots, gpudiag::find_stack_tools(), timeout);
   return 0;
+}
+
+// Variables from a job's environment (SLURM_NTASKS, SLURM_MEM_PER_CPU, SLURM_GPUS_PER_TASK,
+// ...) are srun options in disguise: inside an allocation they would make the stacks step
+// ask for the job's tasks, memory and GPUs, and be refused or wait behind the job.
+void drop_slurm_inputs() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    std::string name = entry.substr(0, entry.find('='));
+    bool slurm = name.rfind("SLURM_", 0) == 0 || name.rfind("SRUN_", 0) == 0 || name.rfind("SALLOC_", 0) == 0 ||
+                 name.rfind("SBATCH_", 0) == 0;
+    if (slurm && name != "SLURM_CONF" && name != "SLURM_CLUSTERS") names.push_back(name);
+  }
+  for (const auto& n : names) ::unsetenv(n.c_str());
 }
 
 }  // namespace
@@ -85,9 +112,26 @@ int main(int argc, char** argv) {
     return 3;
   }
   if (local) return local_report(*id, timeout);
-  // One task per node of the job, sharing its resources; no shell anywhere.
+  std::string self = self_path(argv[0]);
+  if (::geteuid() == 0) {
+    auto owner = gpudiag::job_owner(id->job, kSlurmTimeout);
+    if (!owner) {
+      std::cerr << owner.error() << "\n";
+      return 3;
+    }
+    if (*owner != 0) {
+      auto became = gpudiag::become_user(*owner);
+      if (!became) {
+        std::cerr << became.error() << ": run gpudiag stacks as the job's owner instead\n";
+        return 3;
+      }
+    }
+  }
+  drop_slurm_inputs();
+  // One task per node of the job, overlapping the job's steps and asking for none of
+  // its GPUs or memory: a training job holds all of both. No shell anywhere.
   std::vector<std::string> args = {"srun", "--overlap", "--jobid=" + id->job, "--ntasks-per-node=1",
-                                   "--quiet", self_path(argv[0]), "stacks", "--local",
+                                   "--gres=none", "--mem=0", "--chdir=/", "--quiet", self, "stacks", "--local",
                                    "--tool-timeout=" + std::to_string(static_cast<int>(timeout)), job};
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());

@@ -30,8 +30,16 @@ def _short_hostname():
 
 
 class SlurmCluster:
-    def __init__(self, extra_conf=(), keep=False):
+    def __init__(self, extra_conf=(), keep=False, gres=None, real_memory=None, select_params="CR_Core",
+                 slurmd_env=None):
+        """`gres` {"gpu": 4} gives the node that many GRES (GPUs get stand-in device files);
+        `real_memory` (MiB) with select_params="CR_Core_Memory" makes memory a resource;
+        `slurmd_env` adds variables to slurmd's environment only."""
         self.extra_conf = list(extra_conf)
+        self.slurmd_env = dict(slurmd_env or {})
+        self.gres = dict(gres or {})
+        self.real_memory = real_memory
+        self.select_params = select_params
         self.keep = keep or os.environ.get("GPUDIAG_KEEP_CLUSTER") == "1"
         self.node = _short_hostname()
         self.procs = []
@@ -67,6 +75,8 @@ class SlurmCluster:
             os.makedirs(os.path.join(self.dir, sub))
         self._start_munge()
         self.conf = os.path.join(self.dir, "slurm.conf")
+        if self.gres:
+            self._write_gres_conf()
         with open(self.conf, "w") as f:
             f.write(self._slurm_conf())
         self.env = dict(os.environ, SLURM_CONF=self.conf)
@@ -75,7 +85,7 @@ class SlurmCluster:
                 del self.env[var]
         self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", self.conf])
         self._wait(lambda: self.run(["scontrol", "ping"], check=False).stdout.find("UP") >= 0, "slurmctld to answer")
-        self._spawn("slurmd", ["slurmd", "-D", "-f", self.conf, "-N", self.node])
+        self._spawn("slurmd", ["slurmd", "-D", "-f", self.conf, "-N", self.node], env=dict(self.env, **self.slurmd_env))
         self._wait(lambda: self.node_state().startswith("IDLE"), f"node {self.node} to be idle")
 
     def stop(self):
@@ -149,10 +159,11 @@ class SlurmCluster:
         return "\n".join(out)
 
     # -- internals -------------------------------------------------------------------
-    def _spawn(self, name, argv):
+    def _spawn(self, name, argv, env=None):
         log = open(os.path.join(self.dir, "log", f"{name}.out"), "w")
         try:
-            p = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            p = subprocess.Popen(argv, env=env or self.env, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
         finally:
             log.close()  # the child has its own copy
         self.procs.append((name, p))
@@ -195,17 +206,38 @@ class SlurmCluster:
             "TaskPlugin=task/none",
             "JobAcctGatherType=jobacct_gather/none",
             "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_Core",
+            f"SelectTypeParameters={self.select_params}",
             "MpiDefault=none",
             "ReturnToService=2",
             "SlurmdTimeout=30",
             "SlurmdParameters=config_overrides",
             "InactiveLimit=0",
             "KillWait=5",
-            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN",
+            *([f"GresTypes={','.join(self.gres)}"] if self.gres else []),
+            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={cpus}"
+            + (f" RealMemory={self.real_memory}" if self.real_memory else "")
+            + (" Gres=" + ",".join(f"{n}:{c}" for n, c in self.gres.items()) if self.gres else "")
+            + " State=UNKNOWN",
             "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
         ] + self.extra_conf
         return "\n".join(lines) + "\n"
+
+    def _write_gres_conf(self):
+        # slurmd reads gres.conf from slurm.conf's directory. Slurm 22.05 drops a gpu
+        # GRES without File= ("Removing file-less GPU"), so each GPU gets a stand-in
+        # device file; with TaskPlugin=task/none nothing opens or constrains it.
+        lines = []
+        for name, count in self.gres.items():
+            if name == "gpu":
+                dev = os.path.join(self.dir, "dev")
+                os.makedirs(dev, exist_ok=True)
+                for i in range(count):
+                    open(os.path.join(dev, f"nvidia{i}"), "w").close()
+                lines.append(f"NodeName={self.node} Name=gpu File={dev}/nvidia[0-{count - 1}]\n")
+            else:
+                lines.append(f"NodeName={self.node} Name={name} Count={count}\n")
+        with open(os.path.join(self.dir, "gres.conf"), "w") as f:
+            f.writelines(lines)
 
     def _wait(self, predicate, what, timeout=START_TIMEOUT):
         deadline = time.monotonic() + timeout

@@ -1,5 +1,7 @@
 """gpudiag-health's --drain/--resume and the epilog hook, against a real local Slurm."""
 import os
+import re
+import socket
 import stat
 import subprocess
 import sys
@@ -17,6 +19,42 @@ FIXTURES = os.path.abspath(os.path.join(BUILD, "fixtures"))
 SITE_CONFIG = os.path.join(SOURCE, "etc", "gpudiag.yaml")
 
 
+def slurm_state(cluster):
+    """(State=, Reason= without its [user@time]) as scontrol shows them."""
+    text = cluster.show_node()
+    state = re.search(r"^   State=(\S+)", text, re.M).group(1)
+    reason = re.search(r"^   Reason=(.*?)(?: \[[^\]]*@[^\]]*\])?$", text, re.M)
+    return state, reason.group(1) if reason else ""
+
+
+class SyslogSocket:
+    """A syslog stand-in: a Unix datagram socket that logger(1) writes to (-u), as it
+    writes to /dev/log; every message received is kept."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        os.chmod(path, 0o666)
+        self.sock.setblocking(False)
+        self.messages = []
+
+    def read(self):
+        while True:
+            try:
+                self.messages.append(self.sock.recv(65536).decode(errors="replace"))
+            except BlockingIOError:
+                return self.messages
+
+    def tagged(self, needle):
+        """Messages with the syslog tag gpudiag (RFC 3164 `gpudiag:` or RFC 5424 APP-NAME) that contain needle."""
+        tag = re.compile(r"^<\d+>(?:1 \S+ \S+ gpudiag |[A-Z][a-z]{2} [ \d]\d [\d:]{8} (?:\S+ )?gpudiag(?:\[\d+\])?: )")
+        return [m for m in self.read() if tag.search(m) and needle in m]
+
+    def close(self):
+        self.sock.close()
+
+
 class HealthInSlurm(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -28,11 +66,13 @@ class HealthInSlurm(unittest.TestCase):
         with open(cls.epilog_fixture, "w") as f:
             f.write("healthy")
         cls.epilog = os.path.join(cls.tmp.name, "epilog")
+        cls.syslog = SyslogSocket(os.path.join(cls.tmp.name, "log.sock"))
         cls.cluster = SlurmCluster(extra_conf=[f"Epilog={cls.epilog}"])
         cls.cluster.__enter__()
         with open(cls.epilog, "w") as f:
             f.write("#!/bin/sh\n"
                     f"export SLURM_CONF={cls.cluster.conf}\n"
+                    f"export GPUDIAG_SYSLOG_SOCKET={cls.syslog.path}\n"
                     f"export GPUDIAG_HEALTH={HEALTH}\n"
                     f"export GPUDIAG_HEALTH_ARGS=\"--config {SITE_CONFIG} --fs-root {FIXTURES}/$(cat {cls.epilog_fixture})\"\n"
                     f"exec {SOURCE}/etc/slurm/gpudiag-epilog\n")
@@ -41,13 +81,14 @@ class HealthInSlurm(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.cluster.__exit__(None, None, None)
+        cls.syslog.close()
         cls.tmp.cleanup()
 
     def setUp(self):
         c = self.cluster
         with open(self.epilog_fixture, "w") as f:
             f.write("healthy")
-        if "DRAIN" in c.node_state():
+        if c.node_state() != "IDLE":
             c.resume()
         c.wait_for(lambda: c.node_state() == "IDLE", "node idle before the test")
 
@@ -84,6 +125,35 @@ class HealthInSlurm(unittest.TestCase):
         r = self.health("port-down", "--drain")
         self.assertEqual(r.returncode, 2)
         self.assertEqual(self.cluster.node_reason(), "maintenance")
+
+    def test_admin_states_survive_drain_and_resume(self):
+        # Issue 15.1: only DRAIN counted as held, so an admin's DOWN node got our drain
+        # reason and a later --resume put it back in service. The HealthCheckProgram
+        # runs --drain --resume on every node state (HealthCheckNodeState=ANY).
+        c = self.cluster
+        for state, reason, shown in (("DOWN", "admin: replacing PSU", "DOWN"), ("FAIL", "admin: bad DIMM", "IDLE+FAIL"),
+                                     ("DRAIN", "admin: firmware update", "IDLE+DRAIN")):
+            with self.subTest(state=state):
+                c.run(["scontrol", "update", f"NodeName={c.node}", f"State={state}", f"Reason={reason}"])
+                self.assertEqual(slurm_state(c), (shown, reason))
+                r = self.health("port-down", "--drain")
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(f"it is {shown} with reason '{reason}'" if state != "DRAIN" else
+                              f"drained with reason '{reason}', not by gpudiag", r.stdout)
+                self.assertIn("left alone", r.stdout)
+                self.assertEqual(slurm_state(c), (shown, reason))
+                r = self.health("healthy", "--resume")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertEqual(slurm_state(c), (shown, reason))
+                # Both at once, as the HealthCheckProgram runs it.
+                self.health("port-down", "--drain", "--resume")
+                self.health("healthy", "--drain", "--resume")
+                self.assertEqual(slurm_state(c), (shown, reason))
+                # An admin on the node is told the same.
+                r = self.health("port-down", "--verbose")
+                self.assertIn("--drain and --resume will leave it as it is", r.stdout)
+                c.resume()
+                c.wait_for(lambda: c.node_state() == "IDLE", "node idle again")
 
     def test_verbose_on_drained_node_explains(self):
         self.health("port-down", "--drain")
@@ -131,11 +201,181 @@ class HealthInSlurm(unittest.TestCase):
         self.cluster.wait_for(lambda: "DRAIN" in self.cluster.node_state(), "the epilog to drain the node")
         reason = self.cluster.node_reason()
         self.assertTrue(reason.startswith("gpudiag: mlx5_3 port 1 is DOWN"), reason)
+        self.cluster.wait_for(lambda: self.syslog.tagged("gpudiag-health exit 2: gpudiag: mlx5_3 port 1 is DOWN"),
+                              "the epilog's log line")
+        self.assertRegex(self.syslog.tagged("exit 2")[0], r"epilog for job \d+: gpudiag-health exit 2: .*drained: gpudiag:")
 
     def test_epilog_leaves_healthy_node_alone(self):
         self.cluster.run(["srun", "-n1", "true"], timeout=60)
         time.sleep(1)
         self.assertEqual(self.cluster.node_state(), "IDLE")
+
+
+class HealthCheckProgram(unittest.TestCase):
+    """Issue 15.4: slurmd itself runs etc/slurm/gpudiag-healthcheck every
+    HealthCheckInterval; it drains a sick node, resumes it once healed, leaves an admin's
+    DOWN node alone, and logs its failures to syslog with the tag gpudiag."""
+
+    INTERVAL = 2
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="gpudiag-e2e-")
+        cls.fixture = os.path.join(cls.tmp.name, "fixture")
+        with open(cls.fixture, "w") as f:
+            f.write("healthy")
+        cls.syslog = SyslogSocket(os.path.join(cls.tmp.name, "log.sock"))
+        cls.wrapper = os.path.join(cls.tmp.name, "healthcheck")
+        # ReturnToService=1 (the default) keeps an admin's DOWN node down; the cluster's
+        # ReturnToService=2 would have Slurm itself put it back at the next ping.
+        cls.cluster = SlurmCluster(extra_conf=[f"HealthCheckProgram={cls.wrapper}",
+                                               f"HealthCheckInterval={cls.INTERVAL}", "HealthCheckNodeState=ANY",
+                                               "ReturnToService=1"])
+        # slurmd runs the program with an almost empty environment: the wrapper gives it
+        # our binary, this cluster, the fixture to check (a file, so the test can switch
+        # it) and the syslog stand-in, then runs the shipped script.
+        with open(cls.wrapper, "w") as f:
+            f.write("#!/bin/sh\n"
+                    f"export SLURM_CONF={cls.tmp.name}/slurm.conf\n"
+                    f"export GPUDIAG_HEALTH={HEALTH}\n"
+                    f"export GPUDIAG_SYSLOG_SOCKET={cls.syslog.path}\n"
+                    f"export GPUDIAG_HEALTH_ARGS=\"--config {SITE_CONFIG} --fs-root {FIXTURES}/$(cat {cls.fixture})\"\n"
+                    f"exec {SOURCE}/etc/slurm/gpudiag-healthcheck\n")
+        os.chmod(cls.wrapper, 0o755)
+        try:
+            cls.cluster.__enter__()
+            os.symlink(cls.cluster.conf, os.path.join(cls.tmp.name, "slurm.conf"))
+        except BaseException:
+            cls.syslog.close()
+            cls.tmp.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.__exit__(None, None, None)
+        cls.syslog.close()
+        cls.tmp.cleanup()
+
+    def set_fixture(self, name):
+        with open(self.fixture, "w") as f:
+            f.write(name)
+
+    def test_drains_when_sick_resumes_when_healed_and_logs(self):
+        c = self.cluster
+        self.set_fixture("port-down")
+        c.wait_for(lambda: "DRAIN" in c.node_state(), "slurmd's health check to drain the node")
+        self.assertTrue(c.node_reason().startswith("gpudiag: mlx5_3 port 1 is DOWN"), c.node_reason())
+        c.wait_for(lambda: self.syslog.tagged("drained: gpudiag: mlx5_3 port 1 is DOWN"), "the drain in the log")
+        logged = self.syslog.tagged("drained: gpudiag: mlx5_3 port 1 is DOWN")[0]
+        self.assertIn("HealthCheckProgram: gpudiag-health exit 2: gpudiag: mlx5_3 port 1 is DOWN", logged)
+        self.assertNotIn("\n", logged.rstrip("\n"))
+        self.set_fixture("healthy")
+        c.wait_for(lambda: c.node_state() == "IDLE", "slurmd's health check to resume the node")
+        c.wait_for(lambda: self.syslog.tagged("resumed: it was drained by gpudiag"), "the resume in the log")
+
+    def test_admin_down_node_stays_down_and_the_log_says_why(self):
+        c = self.cluster
+        c.run(["scontrol", "update", f"NodeName={c.node}", "State=DOWN", "Reason=admin: replacing PSU"])
+        try:
+            self.set_fixture("port-down")
+            c.wait_for(lambda: self.syslog.tagged("it is DOWN with reason 'admin: replacing PSU'"),
+                       "a health check run on the DOWN node")
+            self.assertEqual(slurm_state(c), ("DOWN", "admin: replacing PSU"))
+            self.set_fixture("healthy")
+            time.sleep(2 * self.INTERVAL + 1)  # two more runs, on a healthy node now
+            self.assertEqual(slurm_state(c), ("DOWN", "admin: replacing PSU"))
+        finally:
+            self.set_fixture("healthy")
+            c.resume()
+            c.wait_for(lambda: c.node_state() == "IDLE", "node idle again")
+
+    def test_missing_binary_is_logged(self):
+        with open(os.path.join(self.tmp.name, "missing"), "w") as f:
+            f.write("#!/bin/sh\nexport GPUDIAG_HEALTH=/nonexistent/gpudiag-health\n"
+                    f"export GPUDIAG_SYSLOG_SOCKET={self.syslog.path}\nexec {SOURCE}/etc/slurm/gpudiag-healthcheck\n")
+        r = subprocess.run(["sh", os.path.join(self.tmp.name, "missing")], capture_output=True, text=True, timeout=30,
+                           env={"PATH": "/usr/bin:/bin"})
+        self.assertEqual(r.returncode, 0)
+        self.assertTrue(self.syslog.tagged("/nonexistent/gpudiag-health is missing or not executable"),
+                        self.syslog.read()[-3:])
+
+
+class ReasonTextElsewhere(unittest.TestCase):
+    """Issue 21.9: text in another field that looks like ` Reason=gpudiag: ...` decides
+    nothing. The kernel's version string is printed (OS=) before Reason=; this slurmd
+    reports one that holds such text, through a uname() shim preloaded into slurmd only
+    (a custom kernel build can carry any version string)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="gpudiag-e2e-")
+        src = os.path.join(cls.tmp.name, "uname_shim.c")
+        with open(src, "w") as f:
+            f.write("#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+                    "#include <sys/utsname.h>\n"
+                    "int uname(struct utsname *u) {\n"
+                    "  int (*real)(struct utsname *) = (int (*)(struct utsname *))dlsym(RTLD_NEXT, \"uname\");\n"
+                    "  int r = real(u);\n"
+                    "  const char *v = getenv(\"GPUDIAG_TEST_UNAME_VERSION\");\n"
+                    "  if (r == 0 && v) snprintf(u->version, sizeof u->version, \"%s\", v);\n"
+                    "  return r;\n}\n")
+        cls.shim = os.path.join(cls.tmp.name, "uname_shim.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", cls.shim, src, "-ldl"], check=True)
+        cls.cluster = SlurmCluster(slurmd_env={"LD_PRELOAD": cls.shim,
+                                               "GPUDIAG_TEST_UNAME_VERSION": "#1 SMP Reason=gpudiag: kernel text"})
+        try:
+            cls.cluster.__enter__()
+        except BaseException:
+            cls.tmp.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.__exit__(None, None, None)
+        cls.tmp.cleanup()
+
+    def setUp(self):
+        c = self.cluster
+        if c.node_state() != "IDLE":
+            c.resume()
+        c.wait_for(lambda: c.node_state() == "IDLE", "node idle before the test")
+
+    def health(self, fixture, *args):
+        return self.cluster.run([HEALTH, "--fs-root", os.path.join(FIXTURES, fixture), "--config", SITE_CONFIG,
+                                 "--node", self.cluster.node, *args], check=False, timeout=60)
+
+    def update(self, *fields):
+        self.cluster.run(["scontrol", "update", f"NodeName={self.cluster.node}", *fields])
+
+    def test_kernel_version_text_is_not_the_reason(self):
+        self.assertRegex(self.cluster.show_node(), r"\n   OS=Linux \S+ #1 SMP Reason=gpudiag: kernel text")
+        self.cluster.drain("maintenance")
+        r = self.health("healthy", "--resume")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("drained with reason 'maintenance', not by gpudiag", r.stdout)
+        self.assertEqual(slurm_state(self.cluster), ("IDLE+DRAIN", "maintenance"))
+
+    def test_comment_and_extra_text_is_not_the_reason(self):
+        self.update("Comment=see Reason=gpudiag: comment text", "Extra=x Reason=gpudiag: extra text")
+        try:
+            self.cluster.drain("maintenance")
+            self.assertEqual(self.health("healthy", "--resume").returncode, 0)
+            self.assertEqual(slurm_state(self.cluster), ("IDLE+DRAIN", "maintenance"))
+        finally:
+            self.update("Comment=", "Extra=")
+
+    def test_a_comment_that_imitates_fields_is_refused(self):
+        # Slurm prints a comment's line breaks as they are: its lines look like fields.
+        self.update("Comment=a\n   Reason=gpudiag: imitated\n   State=IDLE")
+        try:
+            self.cluster.drain("maintenance")
+            r = self.health("healthy", "--resume")
+            self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+            self.assertIn(f"gpudiag: scontrol show node {self.cluster.node}: Reason= appears more than once", r.stderr)
+            self.assertEqual(slurm_state(self.cluster)[0], "IDLE+DRAIN")
+            self.assertIn("maintenance", self.cluster.node_reason())
+        finally:
+            self.update("Comment=")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,112 @@
+#include <gtest/gtest.h>
+
+#include "stacks/job_owner.h"
+#include "stacks/step_processes.h"
+
+using namespace gpudiag;
+
+namespace {
+
+// Real: `scontrol listpids 1` on the 22.05 test Slurm, job `sbatch -n2 --wrap "srun -n2 python3 ..."`
+// with gpudiag.so loaded (its output relays are the task processes 2041 and 2042).
+const char* kListpids = R"(PID      JOBID    STEPID   LOCALID GLOBALID
+2041     1        0        0       0       
+2042     1        0        1       1       
+2045     1        0        -       -       
+2044     1        0        -       -       
+2024     1        batch    0       0       
+2028     1        batch    -       -       
+2025     1        batch    -       -       
+)";
+
+ProcStat proc(pid_t pid, pid_t ppid, const char* comm) {
+  ProcStat s;
+  s.pid = pid;
+  s.ppid = ppid;
+  s.comm = comm;
+  return s;
+}
+
+// The same moment in /proc (ps --forest), plus an attacker's process that put
+// SLURM_JOB_ID=1 in its environment: Slurm does not list it.
+ProcTable table() {
+  ProcTable t;
+  for (const auto& s : {proc(1, 0, "systemd"), proc(2018, 1, "slurmstepd"), proc(2024, 2018, "slurm_script"),
+                        proc(2025, 2024, "srun"), proc(2028, 2025, "srun"), proc(2035, 1, "slurmstepd"),
+                        proc(2041, 2035, "slurmstepd"), proc(2045, 2041, "python3"), proc(2042, 2035, "slurmstepd"),
+                        proc(2044, 2042, "python3"), proc(3131, 1, "sleep")})
+    t[s.pid] = s;
+  return t;
+}
+
+std::vector<ListedPid> listed() {
+  auto l = parse_listpids(kListpids);
+  EXPECT_TRUE(l) << l.error();
+  return l ? *l : std::vector<ListedPid>{};
+}
+
+}  // namespace
+
+TEST(Listpids, ParsesRealOutput) {
+  auto l = listed();
+  ASSERT_EQ(l.size(), 7u);
+  EXPECT_EQ(l[0].pid, 2041);
+  EXPECT_EQ(l[0].job, "1");
+  EXPECT_EQ(l[0].step, "0");
+  EXPECT_EQ(l[1].global_id, 1);
+  EXPECT_EQ(l[2].global_id, -1);
+  EXPECT_EQ(l[4].step, "batch");
+}
+
+TEST(Listpids, RejectsWhatItCannotRead) {
+  EXPECT_FALSE(parse_listpids("PID JOBID STEPID LOCALID GLOBALID\n12 1 0 0\n"));
+  EXPECT_FALSE(parse_listpids("x 1 0 0 0\n"));
+  EXPECT_FALSE(parse_listpids("12 1 0 0 99999999999999\n"));  // no exception either
+  EXPECT_FALSE(parse_listpids("0 1 0 0 0\n"));
+  auto empty = parse_listpids("PID      JOBID    STEPID   LOCALID GLOBALID\n");
+  ASSERT_TRUE(empty);
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST(StepTaskRoots, ProgramsBehindTheRelaysWithTheirRanks) {
+  auto roots = step_task_roots(listed(), table(), {"1", std::string("0")}, "");
+  ASSERT_EQ(roots.size(), 2u);
+  EXPECT_EQ(roots[0].pid, 2045);  // the program, not relay 2041
+  EXPECT_EQ(roots[0].rank, 0);
+  EXPECT_EQ(roots[1].pid, 2044);
+  EXPECT_EQ(roots[1].rank, 1);
+}
+
+TEST(StepTaskRoots, WholeJobSkipsTheAskingStepAndOnlyListsSlurmsPids) {
+  auto all = step_task_roots(listed(), table(), {"1", std::nullopt}, "");
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[2].pid, 2024);  // the batch script
+  EXPECT_EQ(all[2].step, "batch");
+  for (const auto& t : all) EXPECT_NE(t.pid, 3131);
+  auto skip = step_task_roots(listed(), table(), {"1", std::nullopt}, "0");
+  ASSERT_EQ(skip.size(), 1u);
+  EXPECT_EQ(skip[0].pid, 2024);
+  EXPECT_TRUE(step_task_roots(listed(), table(), {"2", std::nullopt}, "").empty());
+}
+
+TEST(StepTaskRoots, WithoutTheRelayTheTaskIsTheProgram) {
+  ProcTable t = table();
+  t[2045] = proc(2045, 2035, "python3");  // exec'd directly by slurmstepd
+  std::vector<ListedPid> l = {{2045, "1", "0", 0}};
+  auto roots = step_task_roots(l, t, {"1", std::string("0")}, "");
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0].pid, 2045);
+}
+
+TEST(JobOwner, ParsesSqueueUid) {
+  auto uid = parse_squeue_uid("1001\n", "7");
+  ASSERT_TRUE(uid) << uid.error();
+  EXPECT_EQ(*uid, 1001u);
+  auto gone = parse_squeue_uid("", "7");
+  ASSERT_FALSE(gone);
+  EXPECT_NE(gone.error().find("gpudiag: job 7 is not in Slurm's queue"), std::string::npos);
+  EXPECT_FALSE(parse_squeue_uid("1001\n1002\n", "7"));
+  EXPECT_FALSE(parse_squeue_uid("root", "7"));
+  EXPECT_FALSE(parse_squeue_uid("4294967295", "7"));  // (uid_t)-1
+  EXPECT_FALSE(parse_squeue_uid("9999999999", "7"));
+}
