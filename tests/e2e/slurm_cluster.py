@@ -25,6 +25,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def slurm_version():
+    """The installed Slurm's (major, minor), e.g. (22, 5) or (24, 11), from `slurmd -V`."""
+    out = subprocess.run(["slurmd", "-V"], capture_output=True, text=True, check=True).stdout.split()[-1]
+    major, minor = out.split(".")[:2]
+    return int(major), int(minor)
+
+
 def _short_hostname():
     return socket.gethostname().split(".")[0]
 
@@ -192,7 +199,6 @@ class SlurmCluster:
             f"SlurmctldLogFile={d}/log/slurmctld.log",
             f"SlurmdLogFile={d}/log/slurmd.log",
             "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
             "JobAcctGatherType=jobacct_gather/none",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
@@ -204,7 +210,11 @@ class SlurmCluster:
             "KillWait=5",
             f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN",
             "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
-        ] + self.extra_conf
+        ]
+        # 23.11 removed task/none: there, no TaskPlugin line means no task plugin.
+        if slurm_version() < (23, 11):
+            lines.append("TaskPlugin=task/none")
+        lines += self.extra_conf
         return "\n".join(lines) + "\n"
 
     def _wait(self, predicate, what, timeout=START_TIMEOUT):

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "nodeinfo/duration.h"
 #include "nodeinfo/proc_tree.h"
 #include "spank/hang_watchdog.h"
