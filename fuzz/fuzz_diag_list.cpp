@@ -25,6 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   check_env_values(*first);
+  // Never more than slurmstepd can read back on the nodes.
+  GPUDIAG_FUZZ_CHECK(text.substr(0, nl).size() <= gpudiag::kMaxDiagListBytes);
   if (nl != std::string_view::npos) {
     auto both = gpudiag::parse_diag_list(text.substr(nl + 1), *first);
     if (!both) GPUDIAG_FUZZ_CHECK(both.error().rfind("gpudiag: ", 0) == 0);

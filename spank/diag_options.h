@@ -14,6 +14,7 @@
 //
 // Parsing is pure and strict: an unknown item or a bad value is an error that lists
 // what is known, so srun can fail before anything launches.
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,8 +34,17 @@ struct DiagOptions {
   std::optional<bool> preflight;
 };
 
+// slurmstepd reads GPUDIAG_DIAG through an 8 KiB spank_getenv buffer: srun refuses a
+// longer list, so that it never fails only on the nodes (issue 21.3).
+constexpr std::size_t kMaxDiagListBytes = 8191;
+
 // `list` is what follows "--diag=" (empty for a bare --diag). Parsing into `base` lets
 // GPUDIAG_DIAG and --diag combine, the option winning item by item.
 Result<DiagOptions> parse_diag_list(std::string_view list, DiagOptions base = {});
+
+// The items as the help shows them ("nccl=LEVEL, subsys=A+B, ..."), and srun's help
+// line for --diag, both from the parser's own table.
+std::string diag_items_list();
+std::string diag_option_help();
 
 }  // namespace gpudiag

@@ -24,7 +24,11 @@ EnvList torchrun_env(const TaskIds& t, PortRange range) {
           {"PET_NODE_RANK", std::to_string(t.node_rank)},
           {"PET_NPROC_PER_NODE", std::to_string(t.nproc_per_node)},
           {"PET_MASTER_ADDR", t.master_addr},
-          {"PET_MASTER_PORT", std::to_string(master_port(t.job_id, t.step_id, range))}};
+          {"PET_MASTER_PORT", std::to_string(master_port(t.job_id, t.step_id, range))},
+          // --tee 3: torchrun copies each worker's output to the console line by line,
+          // each line whole and tagged [<role><local_rank>]:, instead of letting its
+          // workers share one pipe and interleave mid-line (issue 15.6).
+          {"PET_TEE", "3"}};
 }
 
 }  // namespace gpudiag

@@ -1,6 +1,7 @@
 #include "spank/env_writer.h"
 
-#include <set>
+#include <cstdint>
+#include <cstdio>
 
 namespace gpudiag {
 
@@ -10,32 +11,60 @@ bool safe_env_value(std::string_view v) {
   return true;
 }
 
-std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted) {
-  std::set<std::string> injected;
-  if (auto list = env.get(kInjectedVar)) {
-    std::size_t start = 0;
-    while (start <= list->size()) {
-      auto comma = list->find(',', start);
-      std::string name = list->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!name.empty()) injected.insert(name);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+std::string injected_value_tag(std::string_view value) {
+  // FNV-1a: a user who changes a value gets a different tag; a collision would need
+  // a value chosen for it, and then the user would get the plugin's value back.
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : value) {
+    h ^= c;
+    h *= 16777619u;
   }
+  char out[9];
+  std::snprintf(out, sizeof out, "%08x", static_cast<unsigned>(h));
+  return out;
+}
+
+InjectedRecord parse_injected(std::string_view text) {
+  InjectedRecord out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto comma = text.find(',', start);
+    std::string_view entry = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    start = comma == std::string_view::npos ? text.size() : comma + 1;
+    auto colon = entry.find(':');
+    // An entry without a tag (the names-only record of older versions) proves nothing
+    // about the value: it is treated as the user's.
+    if (colon == std::string_view::npos || colon == 0) continue;
+    out[std::string(entry.substr(0, colon))] = std::string(entry.substr(colon + 1));
+  }
+  return out;
+}
+
+std::string format_injected(const InjectedRecord& record) {
+  std::string out;
+  for (const auto& [name, tag] : record) out += (out.empty() ? "" : ",") + name + ":" + tag;
+  return out;
+}
+
+std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted) {
+  InjectedRecord record = parse_injected(env.get(kInjectedVar).value_or(""));
   std::vector<std::string> kept;
-  std::set<std::string> now = injected;
   for (const auto& [name, value] : wanted) {
     if (!safe_env_value(value)) continue;
-    if (env.get(name) && !injected.count(name)) {
-      kept.push_back(name);
-      now.erase(name);
-      continue;
+    auto present = env.get(name);
+    if (present) {
+      auto it = record.find(name);
+      // Only a value still equal to what a plugin injected is ours to replace: one the
+      // user exported since (even inside a step) stays.
+      if (it == record.end() || it->second != injected_value_tag(*present)) {
+        kept.push_back(name);
+        record.erase(name);
+        continue;
+      }
     }
-    if (env.set(name, value)) now.insert(name);
+    if (env.set(name, value)) record[name] = injected_value_tag(value);
   }
-  std::string list;
-  for (const auto& n : now) list += (list.empty() ? "" : ",") + n;
-  env.set(kInjectedVar, list);
+  env.set(kInjectedVar, format_injected(record));
   return kept;
 }
 

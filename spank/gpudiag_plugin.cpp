@@ -19,6 +19,7 @@ extern "C" {
 
 #include "nodeinfo/config.h"
 #include "nodeinfo/ib_discovery.h"
+#include "spank/diag_dir.h"
 #include "spank/diag_options.h"
 #include "spank/dist_env.h"
 #include "spank/env_writer.h"
@@ -57,6 +58,12 @@ struct State {
   // srun only: which step this is, for the summary at its end.
   std::uint32_t job_id = 0, step_id = 0;
   bool have_step = false;
+  uid_t job_uid = 0;  // whose diag dir it is (srun as root may run tasks as a user)
+  // slurmstepd only: why gpudiag cannot run this step. A failure in init or
+  // init_post_opt on the node is "launch failed" with exit 0 in srun (22.05), so it is
+  // kept here and fails each task in task_init, where the task exits non-zero and the
+  // message reaches the user's terminal (issue 21.3).
+  std::string remote_error;
 };
 State g;
 
@@ -76,22 +83,28 @@ int guarded(const char* where, int on_error, F&& body) noexcept {
   return on_error;
 }
 
-// Every option in one table, registered in a loop (the model is pyxis).
+// Every option in one table, registered in a loop (the model is pyxis). The help text
+// is the parser's own list of items, filled in before registration.
+std::string g_diag_help;
 struct spank_option kOptions[] = {
-    {const_cast<char*>("diag"), const_cast<char*>("[LIST]"),
-     const_cast<char*>("gpudiag diagnostics: NCCL logs per host and more. LIST: comma items nccl=LEVEL, "
-                       "subsys=A+B, dir=PATH, noprefix, prefix, hang=DURATION, hang-action=kill|report, "
-                       "preflight (see gpudiag(8))"),
-     2, 0, diag_option_cb},
+    {const_cast<char*>("diag"), const_cast<char*>("[LIST]"), nullptr, 2, 0, diag_option_cb},
 };
 
+// Where slurmstepd cannot fail usefully (see State::remote_error), keep the first error.
+int remote_failure(const std::string& message) {
+  slurm_error("%s", message.c_str());
+  if (g.remote_error.empty()) g.remote_error = message;
+  return 0;
+}
+
 // Callbacks can fire twice: parse from scratch each time so the result is the same.
-int diag_option_cb(int, const char* optarg, int) {
+int diag_option_cb(int, const char* optarg, int remote) {
   return guarded("--diag", -1, [&] {
     g.diag_option = true;
     g.diag_arg = optarg ? optarg : "";
     auto parsed = gpudiag::parse_diag_list(g.diag_arg);
     if (!parsed) {
+      if (remote) return remote_failure(parsed.error());
       slurm_error("%s", parsed.error().c_str());
       return -1;
     }
@@ -104,7 +117,7 @@ class SpankEnv : public gpudiag::EnvTarget {
  public:
   explicit SpankEnv(spank_t sp) : sp_(sp) {}
   std::optional<std::string> get(const std::string& name) override {
-    std::vector<char> buf(8192);
+    std::vector<char> buf(gpudiag::kMaxDiagListBytes + 1);
     spank_err_t rc = spank_getenv(sp_, name.c_str(), buf.data(), static_cast<int>(buf.size()));
     if (rc == ESPANK_SUCCESS) return std::string(buf.data());
     if (rc == ESPANK_NOSPACE) return std::string("(too long)");  // present: the user's
@@ -215,6 +228,10 @@ void start_output_relay(gpudiag::EnvTarget& env, const gpudiag::TaskIds& t, cons
   // The watchdog sees output on every stream that is not a terminal.
   plan.out = plan.tag_out || (watch && !::isatty(STDOUT_FILENO));
   plan.err = plan.tag_err || (watch && !::isatty(STDERR_FILENO));
+  if (watch && !plan.out && !plan.err && g.diag.hang_s)
+    slurm_error("gpudiag: hang=: no hang watchdog for task %d: its output goes to a terminal (srun --pty), "
+                "which the watchdog cannot watch; run the step without --pty to have one",
+                t.rank);
   if (!plan.out && !plan.err) return;
   plan.tag = gpudiag::expand_prefix_format(g.cfg.plugin.prefix_format, host, t.rank, t.local_rank);
   // Returns here in the program's process; the relay never comes back.
@@ -240,7 +257,14 @@ int task_init(spank_t sp) {
   std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
   int local_id = 0;
   if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step)) return 0;
+  // A batch script still runs: each srun in it then fails with the reason.
   if (step == kBatchStep || step == kExternStep || step == kInteractiveStep) return 0;
+  if (!g.remote_error.empty()) {
+    // Every task fails; the first of each node says why (slurmstepd adds a line per task).
+    item(sp, S_TASK_ID, local_id);
+    if (local_id == 0) slurm_error("%s", g.remote_error.c_str());
+    return -1;
+  }
   item(sp, S_JOB_NNODES, nnodes);
   item(sp, S_JOB_NODEID, nodeid);
   item(sp, S_JOB_LOCAL_TASK_COUNT, local_count);
@@ -279,31 +303,25 @@ int task_init(spank_t sp) {
   std::string dir;
   if (g.diag.enabled || hang_on) {
     // The hang watchdog's report needs the diag dir even when the site turned it on.
-    dir = g.diag.dir;
-    if (dir.empty()) {
-      auto submit = env.get("SLURM_SUBMIT_DIR");
-      dir = submit.value_or("/tmp") + "/gpudiag-" + std::to_string(job) + "." + std::to_string(step);
-    }
+    char cwd[4096];
+    dir = g.diag.dir.empty() ? gpudiag::default_diag_dir(env.get("SLURM_SUBMIT_DIR").value_or(""),
+                                                         ::getcwd(cwd, sizeof cwd) ? cwd : "", job, step)
+                             : g.diag.dir;
     // task_init runs as the user: the directory is the user's, and a place the user
     // may not write is refused by the kernel, not by us as root.
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      const char* why = std::strerror(errno);
-      if (g.diag.enabled) {
-        // The user asked for diagnostics: fail before launch rather than run without.
-        slurm_error("gpudiag: cannot create the diag dir %s: %s: pick a writable one with --diag=dir=PATH",
-                    dir.c_str(), why);
+    if (auto problem = gpudiag::claim_diag_dir(dir, ::getuid())) {
+      auto verdict = gpudiag::judge_diag_dir_problem(*problem, !g.diag.dir.empty(), g.diag.enabled);
+      if (verdict.fail_task) {
+        slurm_error("%s", verdict.message.c_str());
         return -1;
       }
-      // Only the site's default watchdog wanted it: never fail a job over that.
-      if (local_id == 0)
-        slurm_info("gpudiag: no hang watchdog for this step: cannot create %s: %s (use --diag=dir=PATH)", dir.c_str(),
-                   why);
+      if (local_id == 0) slurm_error("%s", verdict.message.c_str());
       dir.clear();
       hang_on = false;
     }
     if (!dir.empty()) wanted.emplace_back("GPUDIAG_DIAG_DIR", dir);
   }
-  if (g.diag.enabled) {
+  if (g.diag.enabled && !dir.empty()) {
     wanted.emplace_back("NCCL_DEBUG", g.diag.nccl_level);
     wanted.emplace_back("NCCL_DEBUG_SUBSYS", g.diag.nccl_subsys);
     wanted.emplace_back("NCCL_DEBUG_FILE", dir + "/nccl.%h.%p.log");
@@ -324,7 +342,14 @@ extern "C" {
 int slurm_spank_init(spank_t sp, int ac, char** av) {
   return guarded("init", -1, [&] {
     const spank_context_t ctx = spank_context();
+    if (g_diag_help.empty()) g_diag_help = gpudiag::diag_option_help();
+    kOptions[0].usage = const_cast<char*>(g_diag_help.c_str());
     auto cfg = load(ac, av);
+    if (!cfg && ctx == S_CTX_REMOTE) {
+      // Registered all the same, so the step's --diag still parses on its way to task_init.
+      for (auto& opt : kOptions) spank_option_register(sp, &opt);
+      return remote_failure(cfg.error());
+    }
     if (!cfg) {
       slurm_error("%s", cfg.error().c_str());
       // In slurmd and prolog/epilog contexts an error would take more than the user's
@@ -361,6 +386,7 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
     if (!from_env.empty()) {
       auto parsed = gpudiag::parse_diag_list(from_env);
       if (!parsed) {
+        if (ctx == S_CTX_REMOTE) return remote_failure(parsed.error() + " (from GPUDIAG_DIAG)");
         slurm_error("%s (from GPUDIAG_DIAG)", parsed.error().c_str());
         return -1;
       }
@@ -369,12 +395,20 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
     if (g.diag_option) {
       auto parsed = gpudiag::parse_diag_list(g.diag_arg, base);
       if (!parsed) {
+        if (ctx == S_CTX_REMOTE) return remote_failure(parsed.error());
         slurm_error("%s", parsed.error().c_str());
         return -1;
       }
       base = *parsed;
     }
     g.diag = base;
+    if (ctx == S_CTX_LOCAL && !g.diag.dir.empty()) {
+      // srun runs as the user: a named dir the user cannot write fails here, once.
+      if (auto why = gpudiag::judge_named_dir(g.diag.dir, gpudiag::read_named_dir_facts(g.diag.dir))) {
+        slurm_error("%s", why->c_str());
+        return -1;
+      }
+    }
     return 0;
   });
 }
@@ -395,6 +429,7 @@ int slurm_spank_local_user_init(spank_t sp, int, char**) {
     if (spank_context() != S_CTX_LOCAL) return 0;
     g.have_step = spank_get_item(sp, S_JOB_ID, &g.job_id) == ESPANK_SUCCESS &&
                   spank_get_item(sp, S_JOB_STEPID, &g.step_id) == ESPANK_SUCCESS;
+    if (spank_get_item(sp, S_JOB_UID, &g.job_uid) != ESPANK_SUCCESS) g.job_uid = ::getuid();
     return 0;
   });
 }
@@ -405,15 +440,17 @@ int slurm_spank_exit(spank_t, int, char**) {
     if (spank_context() != S_CTX_LOCAL || !g.diag.enabled || !g.have_step) return 0;
     std::string dir = g.diag.dir;
     if (dir.empty()) {
-      // The tasks' rule: $SLURM_SUBMIT_DIR, which srun sets from its own directory.
+      // The tasks' rule: srun hands them its own directory as $SLURM_SUBMIT_DIR.
       const char* submit = std::getenv("SLURM_SUBMIT_DIR");
-      std::string base = submit ? submit : "";
-      if (base.empty()) {
-        char cwd[4096];
-        base = ::getcwd(cwd, sizeof cwd) ? cwd : "/tmp";
-      }
-      dir = base + "/gpudiag-" + std::to_string(g.job_id) + "." + std::to_string(g.step_id);
+      char cwd[4096];
+      dir = gpudiag::default_diag_dir(submit ? submit : "", ::getcwd(cwd, sizeof cwd) ? cwd : "", g.job_id,
+                                      g.step_id);
     }
+    // The tasks did not use a dir whose name or owner is wrong, and said why; reading it
+    // here would print control bytes, or summarize logs a neighbour planted.
+    if (!gpudiag::safe_env_value(dir)) return 0;
+    auto facts = gpudiag::read_dir_facts(dir);
+    if (facts.exists && gpudiag::distrust_diag_dir(facts, g.job_uid)) return 0;
     std::string text = gpudiag::nccl_step_summary(dir);
     std::fwrite(text.data(), 1, text.size(), stderr);
     std::fflush(stderr);

@@ -22,6 +22,7 @@ namespace {
 
 constexpr const char* kMarker = "hang";
 constexpr double kDumpWait = 3.0;  // seconds torch gets to write its flight-recorder dump
+constexpr int kSpareNames = 8;     // state dir names to try after a squatted one
 
 double wall_now() {
   timespec ts;
@@ -36,18 +37,63 @@ std::string format_duration(double s) {
   return std::to_string(v) + "s";
 }
 
-bool write_file(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
-  std::size_t off = 0;
+void write_all(int fd, const std::string& text, std::size_t& off) {
   while (off < text.size()) {
     ssize_t n = ::write(fd, text.data() + off, text.size() - off);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     off += static_cast<std::size_t>(n);
   }
+}
+
+// A new regular file, never an existing name: with O_EXCL neither a FIFO (which would
+// block the open) nor a link (which would aim the write elsewhere) is ever opened.
+int create_private(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
+
+// Writes the report to `dir`/hang.<host>.txt, or when that name is taken to
+// hang.<host>.<random>.txt. Returns the path, or "" with `why` set.
+std::string write_report(const std::string& dir, const std::string& host, const std::string& text, std::string& why) {
+  std::string path = dir + "/hang." + host + ".txt";
+  int fd = create_private(path);
+  if (fd < 0 && errno == EEXIST) {
+    std::string templ = dir + "/hang." + host + ".XXXXXX.txt";
+    fd = ::mkostemps(templ.data(), 4, O_CLOEXEC);  // O_CREAT|O_EXCL, 0600
+    if (fd >= 0) path = templ;
+  }
+  if (fd < 0) {
+    why = "cannot create " + path + ": " + std::strerror(errno);
+    return "";
+  }
+  std::size_t off = 0;
+  write_all(fd, text, off);
+  const int err = errno;
   ::close(fd);
-  return off == text.size();
+  if (off != text.size()) {
+    why = "cannot write " + path + ": " + std::strerror(err);
+    return "";
+  }
+  return path;
+}
+
+bool private_dir_of(const struct stat& st, uid_t uid) {
+  return S_ISDIR(st.st_mode) && st.st_uid == uid && (st.st_mode & 077) == 0;
+}
+
+DirFact dir_fact(const std::string& path, uid_t uid, uid_t& owner) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? DirFact::missing : DirFact::taken;
+  owner = st.st_uid;
+  return private_dir_of(st, uid) ? DirFact::ours : DirFact::taken;
 }
 
 void say(const std::string& line) {
@@ -62,6 +108,18 @@ bool node_silent(double now, const std::vector<double>& last_progress, double du
   return std::all_of(last_progress.begin(), last_progress.end(), [&](double t) { return now - t >= duration; });
 }
 
+DirPick pick_state_dir(const std::vector<DirFact>& candidates) {
+  DirPick p;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i] == DirFact::ours) {
+      p.use = static_cast<int>(i);
+      return p;
+    }
+    if (candidates[i] == DirFact::missing && p.create < 0) p.create = static_cast<int>(i);
+  }
+  return p;
+}
+
 std::string hang_state_dir(unsigned uid, const std::string& step) {
   struct stat st;
   std::string base = "/dev/shm";
@@ -74,17 +132,39 @@ std::string hang_state_dir(unsigned uid, const std::string& step) {
 
 HangWatchdog::HangWatchdog(HangWatch w, pid_t child) : w_(std::move(w)), child_(child) {
   if (w_.duration_s <= 0) return;
-  // Private to the user; another user's directory or a symlink in its place is refused.
-  if (::mkdir(w_.state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    error_ = "cannot create " + w_.state_dir + ": " + std::strerror(errno);
+  // The node's tasks meet in the first name of a fixed list that is this user's
+  // private directory (see the header).
+  std::vector<std::string> names = {w_.state_dir};
+  for (int i = 1; i <= kSpareNames; ++i) names.push_back(w_.state_dir + "." + std::to_string(i));
+  const uid_t uid = ::getuid();
+  bool created = false;
+  DirPick pick;
+  uid_t squatter = 0;
+  for (int round = 0; round < 3 && pick.use < 0; ++round) {
+    std::vector<DirFact> facts;
+    for (const auto& n : names) facts.push_back(dir_fact(n, uid, squatter));
+    pick = pick_state_dir(facts);
+    if (pick.use < 0 && pick.create >= 0) {
+      if (::mkdir(names[static_cast<std::size_t>(pick.create)].c_str(), 0700) == 0) created = true;
+      else if (errno != EEXIST) {
+        error_ = "cannot create " + names[static_cast<std::size_t>(pick.create)] + ": " + std::strerror(errno);
+        return;
+      }
+    }
+  }
+  if (pick.use < 0) {
+    error_ = w_.state_dir + " and the " + std::to_string(kSpareNames) +
+             " names after it are taken by another user (uid " + std::to_string(squatter) +
+             "), not this user's private directories: ask the admin to remove them";
     return;
   }
-  struct stat st;
-  if (::lstat(w_.state_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() ||
-      (st.st_mode & 077) != 0) {
-    error_ = w_.state_dir + " is not a private directory of this user";
-    return;
+  if (pick.use > 0 && created) {
+    struct stat st;
+    std::string who = ::lstat(w_.state_dir.c_str(), &st) == 0 ? "uid " + std::to_string(st.st_uid) : "someone";
+    notice_ = "gpudiag: " + w_.state_dir + " is taken by " + who + " (not this user's private directory); " +
+              "the hang watchdog uses " + names[static_cast<std::size_t>(pick.use)] + " instead";
   }
+  w_.state_dir = names[static_cast<std::size_t>(pick.use)];
   my_file_ = w_.state_dir + "/task." + std::to_string(w_.rank);
   fd_ = ::open(my_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd_ < 0) {
@@ -123,7 +203,7 @@ std::vector<std::pair<int, pid_t>> HangWatchdog::node_tasks() const {
     if (std::strncmp(e->d_name, "task.", 5) != 0) continue;
     int rank = std::atoi(e->d_name + 5);
     char buf[32] = {};
-    int fd = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) continue;
     [[maybe_unused]] ssize_t n = ::read(fd, buf, sizeof buf - 1);
     ::close(fd);
@@ -138,7 +218,7 @@ std::vector<std::pair<int, pid_t>> HangWatchdog::node_tasks() const {
 bool HangWatchdog::ended_for_hang() const {
   if (w_.duration_s <= 0 || !w_.kill) return false;
   char buf[8] = {};
-  int fd = ::open((w_.state_dir + "/" + kMarker).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = ::open((w_.state_dir + "/" + kMarker).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
   [[maybe_unused]] ssize_t n = ::read(fd, buf, sizeof buf - 1);
   ::close(fd);
@@ -203,12 +283,13 @@ void HangWatchdog::declare_hang() {
   // torch's flight recorder first: a write to its pipe makes it dump to the diag dir.
   bool asked = false;
   for (auto& [rank, pid] : tasks) {
+    // torch made it as this user; anything else at that name is not asked.
     std::string pipe = w_.diag_dir + "/fr_pipe.rank" + std::to_string(rank) + ".pipe";
-    struct stat st;
-    if (::stat(pipe.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) continue;
-    int fd = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    int fd = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;
-    asked |= ::write(fd, "1\n", 2) == 2;
+    struct stat st;
+    if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_uid == ::getuid())
+      asked |= ::write(fd, "1\n", 2) == 2;
     ::close(fd);
   }
   if (asked) {
@@ -226,9 +307,15 @@ void HangWatchdog::declare_hang() {
                        "\naction: " + (w_.kill ? "kill (SIGTERM, then SIGKILL after " + format_duration(w_.kill_grace_s) + ")"
                                                : std::string("report (the step runs on)")) +
                        (asked ? "\ntorch flight-recorder dump requested: " + w_.diag_dir + "/fr_trace.rank*" : "");
-  std::string report = stack_report(header, roots, find_stack_tools());
-  std::string path = w_.diag_dir + "/hang." + w_.host + ".txt";
-  std::string where = write_file(path, report) ? path : "(could not write " + path + ": " + std::strerror(errno) + ")";
+  std::string report = stack_report(header, roots, find_stack_tools(), w_.report_timeout_s, w_.report_timeout_s);
+  std::string why;
+  std::string where = write_report(w_.diag_dir, w_.host, report, why);
+  if (where.empty()) {
+    // Nothing is lost: the report goes where the task's errors go.
+    say("gpudiag: " + why + "; the hang report follows on stderr");
+    say(report);
+    where = "stderr";
+  }
   say("gpudiag: no output for " + format_duration(w_.duration_s) + " on " + w_.host + "; stacks in " + where + "; " +
       (w_.kill ? "ending step (exit code " + std::to_string(kHangExitCode) + ")" : std::string("step runs on")));
   if (w_.kill) {

@@ -10,6 +10,28 @@
 //
 // With the CPU rule, a task whose processes used at least kBusyCpuShare of a core since
 // the last look counts as making progress even when it prints nothing.
+//
+// Hostile neighbours (other users on the node, who may write where the report goes):
+// - The state dir is /dev/shm/gpudiag-<uid>-<step>, whose name anyone can predict and
+//   create first. A name that is not this user's private directory (lstat: a directory,
+//   owned by the user, no group or other access, not a link) is skipped for the next of
+//   a fixed list (<name>.1 ... <name>.8). The list is fixed so that the node's tasks,
+//   which start at the same time and cannot talk yet, all walk it the same way and meet
+//   in the first name that is theirs (mkdir makes exactly one of them its creator). The
+//   creator says on stderr which name was taken and by whom; when every name is taken
+//   the watchdog is off and each task says so. Never silent.
+//   Not /run/user/<uid>, though only the user can create names there: logind removes
+//   it when the user's last login session on the node ends, which would pull the state
+//   away mid-step. A name nobody can guess would need a secret the tasks share before
+//   they start, which only the plugin's slurmstepd side could hand down.
+//   Left open: a neighbour who deletes a squatted name in the instant between two tasks'
+//   walks can split the node's tasks into two groups that each watch themselves.
+// - The report is created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW|O_NONBLOCK, 0600, then
+//   fstat: a regular file): a FIFO or link at hang.<host>.txt is never opened, and the
+//   report goes to hang.<host>.<random>.txt instead (or, failing that, to stderr). The
+//   message names where it went.
+// - Nothing delays the kill for long: the report has one overall deadline
+//   (report_timeout_s), and the relay keeps ticking after the program closed its pipes.
 #include <sys/types.h>
 
 #include <string>
@@ -25,6 +47,7 @@ struct HangWatch {
   bool kill = true;          // false: report only
   bool cpu = false;          // the CPU rule
   double kill_grace_s = 10;
+  double report_timeout_s = 10;  // the whole stack report, all tools and processes together
   std::string state_dir;     // node-local, private to the user: one per step and node
   std::string diag_dir;      // hang report and torch dumps go here
   std::string host;          // short node name, for the file name and the message
@@ -45,6 +68,9 @@ class HangWatchdog {
 
   bool active() const { return fd_ >= 0; }
   const std::string& error() const { return error_; }
+  // Something the user should know although the watchdog runs (a squatted name).
+  const std::string& notice() const { return notice_; }
+  const std::string& state_dir() const { return w_.state_dir; }
   void output_seen();  // cheap: updates the mtime at most once a second
   void tick();         // about once a second
   // True when a relay of this node ended the tasks for a hang.
@@ -60,12 +86,22 @@ class HangWatchdog {
   int fd_ = -1;
   std::string my_file_;
   std::string error_;
+  std::string notice_;
   double last_touch_ = 0;
   double last_cpu_ = -1, last_cpu_at_ = 0;
   double kill_at_ = 0;  // when SIGKILL follows the SIGTERM; 0: not pending
 };
 
-// /dev/shm/gpudiag-<uid>-<step> (or under TMPDIR when /dev/shm is missing).
+// Where the node's tasks of a step meet: /dev/shm/gpudiag-<uid>-<step> (or under TMPDIR
+// when /dev/shm is missing). The watchdog may end up in a sibling of it (see above).
 std::string hang_state_dir(unsigned uid, const std::string& step);
+
+// Pure: which state dir to use. What lstat said about each candidate, in order.
+enum class DirFact { missing, ours, taken };
+struct DirPick {
+  int use = -1;     // the first candidate that is ours
+  int create = -1;  // when none is: the first missing one, to mkdir and look again
+};
+DirPick pick_state_dir(const std::vector<DirFact>& candidates);
 
 }  // namespace gpudiag

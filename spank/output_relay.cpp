@@ -180,7 +180,9 @@ void close_inherited(const std::vector<int>& keep) {
     std::vector<pollfd> fds;
     for (auto& s : streams)
       if (s.in >= 0) fds.push_back({s.in, POLLIN, 0});
-    if (fds.empty()) break;
+    // A program that closed its stdout and stderr may still hang: the watchdog keeps
+    // looking (and killing) until the program is gone.
+    if (fds.empty() && (reaped || !watch)) break;
     if (reaped && now_s() - reaped_at > kDrainMax) break;
     fds.push_back({wake_r, POLLIN, 0});
     const int timeout = reaped ? kQuietMs : watch ? 1000 : -1;
@@ -329,6 +331,10 @@ std::optional<std::string> start_relay(const RelayPlan& plan) {
     std::unique_ptr<HangWatchdog> watch;
     if (plan.hang.duration_s > 0) {
       watch = std::make_unique<HangWatchdog>(plan.hang, pid);
+      if (!watch->notice().empty()) {
+        std::string msg = watch->notice() + "\n";
+        [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg.data(), msg.size());
+      }
       if (!watch->active()) {
         std::string msg = "gpudiag: hang watchdog off for task " + std::to_string(plan.hang.rank) + ": " +
                           watch->error() + "\n";

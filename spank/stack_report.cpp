@@ -1,19 +1,33 @@
 #include "spank/stack_report.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <memory>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "nodeinfo/proc_tree.h"
 #include "nodeinfo/run_command.h"
 
 namespace gpudiag {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Enough to look at a node's ranks and their helpers at once; more would only make
+// the tools compete for the node's cores.
+constexpr std::size_t kWorkers = 8;
+// What a worker needs at least to start on another process.
+constexpr double kMinStart = 0.2;
 
 std::string find_on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
@@ -29,20 +43,33 @@ std::string find_on_path(const std::string& name) {
   return "";
 }
 
+// /proc files only; O_NONBLOCK because a name under /proc/PID can be anything once
+// the process is gone and the pid reused.
 std::string read_small(const std::string& path, std::size_t max = 64 * 1024) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return "";
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return "";
   std::string out(max, '\0');
-  f.read(out.data(), static_cast<std::streamsize>(max));
-  out.resize(static_cast<std::size_t>(f.gcount()));
+  std::size_t got = 0;
+  while (got < max) {
+    ssize_t n = ::read(fd, out.data() + got, max - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
   return out;
+}
+
+std::string one_line(std::string s) {
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return escape_control(s);
 }
 
 std::string cmdline(pid_t pid) {
   std::string raw = read_small("/proc/" + std::to_string(pid) + "/cmdline", 4096);
   std::replace(raw.begin(), raw.end(), '\0', ' ');
   while (!raw.empty() && raw.back() == ' ') raw.pop_back();
-  return raw;
+  return escape_control(raw);
 }
 
 std::string indent(const std::string& text) {
@@ -53,14 +80,24 @@ std::string indent(const std::string& text) {
   return out;
 }
 
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", s);
+  return buf;
+}
+
 void run_tool(std::ostringstream& o, const std::string& label, const std::vector<std::string>& argv, double timeout,
               bool& got) {
   CommandResult r = run_command(argv, timeout, 256 * 1024);
   if (!r.out.empty()) {
-    o << "  " << label << ":\n" << indent(r.out);
+    o << "  " << label << ":\n" << indent(escape_control(r.out, true));
     got = got || r.ok();
   }
-  if (!r.ok()) o << "  " << label << ": " << describe_failure(argv[0], r, timeout) << "\n";
+  if (r.timed_out)
+    o << "  " << label << ": no answer within " << seconds(timeout)
+      << " s (a process in D state, e.g. in vfork or on a hung file system, or a stopped one, cannot be traced)\n";
+  else if (!r.ok())
+    o << "  " << label << ": " << escape_control(describe_failure(label, r, timeout)) << "\n";
 }
 
 // Per thread: wchan, the syscall it sits in, and the kernel stack where readable.
@@ -76,50 +113,155 @@ void proc_stacks(std::ostringstream& o, pid_t pid) {
   o << "  /proc (threads):\n";
   for (const auto& tid : tids) {
     const std::string t = base + "/" + tid;
-    std::string comm = read_small(t + "/comm", 64);
-    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-    std::string syscall = read_small(t + "/syscall", 256);
-    if (!syscall.empty() && syscall.back() == '\n') syscall.pop_back();
-    o << "    thread " << tid << " (" << comm << ") wchan " << read_small(t + "/wchan", 128) << " syscall "
-      << syscall.substr(0, syscall.find(' ')) << "\n";
+    std::string syscall = one_line(read_small(t + "/syscall", 256));
+    o << "    thread " << tid << " (" << one_line(read_small(t + "/comm", 64)) << ") wchan "
+      << one_line(read_small(t + "/wchan", 128)) << " syscall " << syscall.substr(0, syscall.find(' ')) << "\n";
     std::string kstack = read_small(t + "/stack", 16 * 1024);
-    if (!kstack.empty()) o << indent(indent(kstack));
+    if (!kstack.empty()) o << indent(indent(escape_control(kstack, true)));
   }
 }
 
+// Everything about one process that may block: its /proc text and the tools, each
+// given at most tool_timeout and never past the deadline.
+std::string look_at(pid_t pid, const StackTools& tools, double tool_timeout, Clock::time_point deadline) {
+  auto timeout = [&] {
+    return std::max(0.1, std::min(tool_timeout, std::chrono::duration<double>(deadline - Clock::now()).count()));
+  };
+  std::ostringstream o;
+  const std::string p = std::to_string(pid);
+  o << "   wchan: " << one_line(read_small("/proc/" + p + "/wchan", 128)) << "\n   cmdline: " << cmdline(pid) << "\n";
+  bool got = false;
+  if (!tools.py_spy.empty()) run_tool(o, "py-spy", {tools.py_spy, "dump", "--pid", p}, timeout(), got);
+  bool native = false;
+  if (!tools.eu_stack.empty()) run_tool(o, "eu-stack", {tools.eu_stack, "-p", p}, timeout(), native);
+  else if (!tools.gdb.empty())
+    run_tool(o, "gdb", {tools.gdb, "-batch", "-nx", "-p", p, "-ex", "thread apply all bt"}, timeout(), native);
+  if (!got && !native) proc_stacks(o, pid);
+  return o.str();
+}
+
+// Shared with the workers, which may outlive the call when a read never returns.
+struct Work {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<pid_t> pids;
+  std::vector<std::string> text;
+  std::vector<bool> done;
+  std::size_t next = 0;     // the next process to look at
+  std::size_t running = 0;  // processes being looked at now
+  std::size_t quit = 0;     // workers that stopped
+};
+
 }  // namespace
+
+std::string escape_control(std::string_view text, bool keep_lines) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  auto hex = [&](unsigned char c) {
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (keep_lines && (c == '\n' || c == '\t')) {
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      hex(c);
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      // U+0080..U+009F: C1 controls (0x9b is CSI on many terminals).
+      hex(c);
+      hex(static_cast<unsigned char>(text[++i]));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
 
 StackTools find_stack_tools() {
   return {find_on_path("py-spy"), find_on_path("eu-stack"), find_on_path("gdb")};
 }
 
 std::string stack_report(const std::string& header, const std::vector<TaskRoot>& tasks, const StackTools& tools,
-                         double tool_timeout_s) {
+                         double tool_timeout_s, double deadline_s) {
+  if (deadline_s <= 0) deadline_s = tool_timeout_s + 5;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
   std::ostringstream o;
   o << header << "\n";
   o << "tools: py-spy " << (tools.py_spy.empty() ? "not found" : tools.py_spy) << ", eu-stack "
     << (tools.eu_stack.empty() ? "not found" : tools.eu_stack) << ", gdb " << (tools.gdb.empty() ? "not found" : tools.gdb)
     << "\n";
   ProcTable table = snapshot_processes();
+  std::vector<std::vector<pid_t>> trees;
+  auto work = std::make_shared<Work>();
   for (const auto& task : tasks) {
-    auto pids = process_tree(table, task.pid);
+    trees.push_back(process_tree(table, task.pid));
+    work->pids.insert(work->pids.end(), trees.back().begin(), trees.back().end());
+  }
+  work->text.resize(work->pids.size());
+  work->done.resize(work->pids.size());
+
+  const std::size_t workers = std::min(kWorkers, work->pids.size());
+  std::size_t started = 0;
+  for (std::size_t w = 0; w < workers; ++w) {
+    try {
+      std::thread([work, tools, tool_timeout_s, deadline] {
+        std::unique_lock<std::mutex> lock(work->m);
+        while (work->next < work->pids.size()) {
+          const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+          if (left < kMinStart) break;
+          const std::size_t i = work->next++;
+          ++work->running;
+          lock.unlock();
+          std::string text = look_at(work->pids[i], tools, tool_timeout_s, deadline);
+          lock.lock();
+          --work->running;
+          work->text[i] = std::move(text);
+          work->done[i] = true;
+        }
+        ++work->quit;
+        work->cv.notify_all();
+      }).detach();
+      ++started;
+    } catch (...) {
+      // No thread (out of resources): the workers that started share the work.
+    }
+  }
+  {
+    // Tools are killed at the deadline; a moment more lets their workers say so.
+    std::unique_lock<std::mutex> lock(work->m);
+    work->cv.wait_until(lock, deadline + std::chrono::milliseconds(500), [&] { return work->quit == started; });
+  }
+
+  std::lock_guard<std::mutex> lock(work->m);
+  std::size_t i = 0;
+  std::size_t skipped = 0;
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    const auto& task = tasks[t];
+    const auto& pids = trees[t];
     o << "\n== task " << (task.rank >= 0 ? "rank " + std::to_string(task.rank) : std::string("?")) << ": program pid "
       << task.pid << ", " << pids.size() << " process(es)\n";
     if (pids.empty()) o << "  (gone)\n";
     for (pid_t pid : pids) {
       const ProcStat& s = table.at(pid);
-      o << "\n-- pid " << pid << " ppid " << s.ppid << " state " << s.state << " (" << s.comm << ") wchan "
-        << read_small("/proc/" + std::to_string(pid) + "/wchan", 128) << "\n   cmdline: " << cmdline(pid) << "\n";
-      bool got = false;
-      const std::string p = std::to_string(pid);
-      if (!tools.py_spy.empty()) run_tool(o, "py-spy", {tools.py_spy, "dump", "--pid", p}, tool_timeout_s, got);
-      bool native = false;
-      if (!tools.eu_stack.empty()) run_tool(o, "eu-stack", {tools.eu_stack, "-p", p}, tool_timeout_s, native);
-      else if (!tools.gdb.empty())
-        run_tool(o, "gdb", {tools.gdb, "-batch", "-nx", "-p", p, "-ex", "thread apply all bt"}, tool_timeout_s, native);
-      if (!got && !native) proc_stacks(o, pid);
+      o << "\n-- pid " << pid << " ppid " << s.ppid << " state " << escape_control(std::string(1, s.state)) << " ("
+        << escape_control(s.comm) << ")\n";
+      if (work->done[i]) {
+        o << work->text[i];
+      } else {
+        o << "   not looked at: the report's deadline of " << seconds(deadline_s) << " s passed\n";
+        ++skipped;
+      }
+      ++i;
     }
   }
+  if (skipped)
+    o << "\n" << skipped << " of " << work->pids.size() << " process(es) skipped at the report's deadline of "
+      << seconds(deadline_s) << " s\n";
   return o.str();
 }
 

@@ -4,9 +4,20 @@
 // Python stacks from py-spy when it is on PATH, native stacks from eu-stack (or gdb),
 // and otherwise what /proc offers (kernel stacks need root; wchan and syscall do not).
 // Used by the hang watchdog and by `gpudiag stacks`.
+//
+// The hang watchdog kills the step after the report, so the report has one overall
+// deadline: processes are looked at in parallel, each tool gets at most what is left of
+// it, and a process nobody reached in time is listed as skipped. A process in D state
+// (in vfork, or on a dead file server) makes ptrace-based tools wait for ever; even
+// reading its /proc/PID/cmdline can block, so that too happens in the workers.
+//
+// Every byte of process text (command lines, names, what tools print) can come from
+// another user's program: control bytes are escaped, so a report shown on a terminal
+// cannot move the cursor, retitle the window or hide lines.
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpudiag {
@@ -21,8 +32,13 @@ struct StackTools {
 };
 StackTools find_stack_tools();  // on PATH
 
-// `header` goes first. Every tool runs without a shell and with a deadline.
+// `header` goes first. Every tool runs without a shell and with a deadline: at most
+// `tool_timeout_s`, and never past `deadline_s` after the call (0: tool_timeout_s + 5).
 std::string stack_report(const std::string& header, const std::vector<TaskRoot>& tasks, const StackTools& tools,
-                         double tool_timeout_s = 15);
+                         double tool_timeout_s = 15, double deadline_s = 0);
+
+// Control bytes (C0, DEL and UTF-8-encoded C1) as \xNN. With keep_lines, newline and
+// tab stay, for multi-line tool output.
+std::string escape_control(std::string_view text, bool keep_lines = false);
 
 }  // namespace gpudiag

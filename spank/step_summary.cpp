@@ -38,7 +38,8 @@ std::string nccl_step_summary(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return "gpudiag: the diag dir " + dir + " cannot be seen from " + short_host() +
-           " (where srun runs): run `gpudiag nccl-log " + dir + "` on a node that has it\n";
+           " (where srun runs): the step made none (see above), or it is on the nodes only: there, run `gpudiag "
+           "nccl-log " + dir + "`\n";
   if (!has_nccl_logs(dir))
     return "gpudiag: no NCCL logs in " + dir + " (the step did not use NCCL, or it is not visible from " +
            short_host() + ")\n";

@@ -7,7 +7,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
-from tagged import untag  # noqa: E402
+from tagged import strip, tag_of  # noqa: E402
 
 DUMP_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k in "
             "('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', "
@@ -17,8 +17,14 @@ DUMP_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.item
 
 
 def json_rows(text):
-    # Steps with more than one task have [host:rank] on every line.
-    return [json.loads(untag(line)) for line in text.splitlines() if untag(line).startswith("{")]
+    # Steps with more than one task have [host:rank] on every line, and the relay cuts
+    # a line longer than one slurmstepd message (marked '+'): join each task's pieces.
+    tags = {tag_of(line) for line in text.splitlines()} - {None}
+    if not tags:
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    data = text.encode(errors="surrogateescape")
+    lines = [line for tag in tags for line in strip(data, tag.encode()).decode().splitlines()]
+    return [json.loads(line) for line in lines if line.startswith("{")]
 
 
 class PluginEnv(PluginClusterTest):
@@ -66,6 +72,19 @@ class PluginEnv(PluginClusterTest):
         rows = sorted(json_rows(r.stdout), key=lambda e: int(e["SLURM_PROCID"]))
         self.assertEqual([e["RANK"] for e in rows], ["0", "1", "2"])
         self.assertTrue(all(e["WORLD_SIZE"] == "3" for e in rows))
+
+    def test_nested_step_keeps_values_the_user_exported_inside_the_outer_step(self):
+        # salloc + `srun --pty bash`: the user exports inside the step, then runs srun.
+        # Only a value still equal to what the plugin injected may be replaced (21.7).
+        script = ("export NCCL_SOCKET_IFNAME=eth0 MASTER_PORT=12345; "
+                  f"exec srun --overlap -n2 -c1 {PYTHON} -c \"$0\"")
+        r = self.cluster.run(["srun", "-n1", "-c2", "sh", "-c", script, DUMP_ENV], cwd=self.tmp, timeout=60)
+        rows = sorted(json_rows(r.stdout), key=lambda e: int(e["SLURM_PROCID"]))
+        self.assertEqual([e["RANK"] for e in rows], ["0", "1"], r.stdout + r.stderr)
+        for e in rows:
+            self.assertEqual(e["NCCL_SOCKET_IFNAME"], "eth0")
+            self.assertEqual(e["MASTER_PORT"], "12345")
+            self.assertEqual(e["WORLD_SIZE"], "2")  # still the plugin's to replace
 
     def test_sbatch_steps_get_their_own_ranks(self):
         script = os.path.join(self.tmp, "job.sh")

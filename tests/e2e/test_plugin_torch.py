@@ -2,6 +2,7 @@
 with no MASTER_ADDR, MASTER_PORT or RANK from the user: one task per rank, and one
 torchrun per node."""
 import os
+import re
 import sys
 import unittest
 
@@ -15,12 +16,19 @@ TORCHRUN = os.path.join(HERE, "torchrun_shim.py")
 CLEAN = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 
 
+# torchrun --tee (PET_TEE from the plugin) tags each worker's line: [default<local_rank>]:
+WORKER_TAG = re.compile(r"^\[default(\d+)\]:")
+
+
 def results(stdout):
     rows = {}
     for line in stdout.splitlines():
-        words = untag(line).split()
+        line = untag(line)
+        m = WORKER_TAG.match(line)
+        words = line[m.end() if m else 0:].split()
         if words and words[0] == "allreduce":
             kv = dict(w.split("=", 1) for w in words[1:])
+            kv["worker_tag"] = m.group(1) if m else None
             rows[int(kv["rank"])] = kv
     return rows
 
@@ -46,6 +54,11 @@ class TorchDistributed(PluginClusterTest):
         rows = results(r.stdout)
         self.assertEqual(sorted(rows), [0, 1, 2, 3], r.stdout + r.stderr[-2000:])
         self.assertTrue(all(kv["sum"] == "10" and kv["world"] == "4" for kv in rows.values()))
+        # Each worker's lines are whole and carry its own local rank (issue 15.6): the
+        # workers share the Slurm task's one pipe and tag.
+        for kv in rows.values():
+            self.assertEqual(kv["worker_tag"], kv["local_rank"], r.stdout)
+        self.assertFalse([line for line in r.stdout.splitlines() if line.count("allreduce") > 1], r.stdout)
 
 
 if __name__ == "__main__":

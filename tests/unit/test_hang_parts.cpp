@@ -1,13 +1,21 @@
-// Pure parts of the hang watchdog: durations and sizes, /proc/PID/stat, the silence rule.
+// Parts of the hang watchdog: durations and sizes, /proc/PID/stat, the silence rule, the
+// state dir under a squatting neighbour, and the stack report (escaping, its deadline).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 
 #include "nodeinfo/duration.h"
 #include "nodeinfo/proc_tree.h"
 #include "spank/hang_watchdog.h"
+#include "spank/stack_report.h"
 #include "stacks/step_processes.h"
 
 using namespace gpudiag;
@@ -74,4 +82,169 @@ TEST(Environ, FindsExactNames) {
   EXPECT_EQ(environ_value(env, "SLURM_JOB_ID"), "42");
   EXPECT_EQ(environ_value(env, "EMPTY"), "");
   EXPECT_FALSE(environ_value(env, "SLURM"));
+}
+
+TEST(StateDir, PicksTheFirstOwnedNameElseCreatesTheFirstFree) {
+  using F = DirFact;
+  EXPECT_EQ(pick_state_dir({F::missing, F::missing}).create, 0);
+  EXPECT_EQ(pick_state_dir({F::ours, F::missing}).use, 0);
+  // A squatted name is skipped; a name freed later loses to one the node already uses.
+  EXPECT_EQ(pick_state_dir({F::taken, F::missing}).create, 1);
+  EXPECT_EQ(pick_state_dir({F::missing, F::ours}).use, 1);
+  auto none = pick_state_dir({F::taken, F::taken});
+  EXPECT_EQ(none.use, -1);
+  EXPECT_EQ(none.create, -1);
+}
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/gpudiag-state-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+HangWatch watch_in(const std::string& state_dir) {
+  HangWatch w;
+  w.duration_s = 60;
+  w.state_dir = state_dir;
+  w.diag_dir = "/tmp";
+  w.host = "h";
+  w.step = "1.0";
+  return w;
+}
+
+constexpr uid_t kSquatter = 65534;  // nobody: "another user"
+
+}  // namespace
+
+TEST(StateDir, AnotherUsersDirectoryAtTheNameDoesNotSwitchTheWatchdogOff) {
+  TempDir t;
+  const std::string base = t.path + "/gpudiag-0-1.0";
+  ASSERT_EQ(::mkdir(base.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(base.c_str(), kSquatter, kSquatter), 0);
+  HangWatchdog dog(watch_in(base), ::getpid());
+  ASSERT_TRUE(dog.active()) << dog.error();
+  EXPECT_EQ(dog.state_dir(), base + ".1");
+  EXPECT_NE(dog.notice().find(base + " is taken by uid 65534"), std::string::npos) << dog.notice();
+  // A second task of the node meets the first in the same place.
+  HangWatch second = watch_in(base);
+  second.rank = 1;
+  HangWatchdog other(second, ::getppid());
+  EXPECT_EQ(other.state_dir(), base + ".1");
+  EXPECT_TRUE(other.notice().empty());
+}
+
+TEST(StateDir, LinksFilesAndOpenDirectoriesAreNotOurs) {
+  TempDir t;
+  const std::string base = t.path + "/s";
+  const std::string mine = t.path + "/mine";
+  ASSERT_EQ(::mkdir(mine.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(mine.c_str(), base.c_str()), 0);               // a link to a dir of ours
+  ASSERT_EQ(::close(::open((base + ".1").c_str(), O_CREAT | O_WRONLY, 0600)), 0);  // a file
+  ASSERT_EQ(::mkdir((base + ".2").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod((base + ".2").c_str(), 0777), 0);                 // ours, but open to all
+  HangWatchdog dog(watch_in(base), ::getpid());
+  ASSERT_TRUE(dog.active()) << dog.error();
+  EXPECT_EQ(dog.state_dir(), base + ".3");
+}
+
+TEST(StateDir, EveryNameTakenSaysSoAndWho) {
+  TempDir t;
+  const std::string base = t.path + "/s";
+  for (int i = 0; i <= 8; ++i) {
+    std::string n = i ? base + "." + std::to_string(i) : base;
+    ASSERT_EQ(::mkdir(n.c_str(), 0700), 0);
+    ASSERT_EQ(::chown(n.c_str(), kSquatter, kSquatter), 0);
+  }
+  HangWatchdog dog(watch_in(base), ::getpid());
+  EXPECT_FALSE(dog.active());
+  EXPECT_NE(dog.error().find("taken by another user (uid 65534)"), std::string::npos) << dog.error();
+}
+
+TEST(EscapeControl, EscapesC0DelAndC1KeepsText) {
+  EXPECT_EQ(escape_control("a\x1b[2Jb\x07"), "a\\x1b[2Jb\\x07");
+  EXPECT_EQ(escape_control("x\x7fy"), "x\\x7fy");
+  EXPECT_EQ(escape_control("csi\xc2\x9b" "31m"), "csi\\xc2\\x9b31m");
+  EXPECT_EQ(escape_control("caf\xc3\xa9 \xe2\x9c\x93"), "caf\xc3\xa9 \xe2\x9c\x93");  // UTF-8 text stays
+  EXPECT_EQ(escape_control("l1\n\tl2\r", true), "l1\n\tl2\\x0d");
+  EXPECT_EQ(escape_control("l1\nl2"), "l1\\x0al2");
+}
+
+namespace {
+
+// A child whose argv and name hold terminal escape sequences.
+pid_t hostile_sleeper() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh\x1b]0;pwned\x07", "-c", "sleep 30; :", "\x1b[2J", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// A process stuck in vfork: its vfork child stopped itself, so the parent sits in D
+// state and ptrace-based tools wait for ever. Returns the parent.
+pid_t stuck_in_vfork() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::vfork() == 0) {
+      ::raise(SIGSTOP);
+      ::_exit(0);
+    }
+    ::_exit(0);
+  }
+  return pid;
+}
+
+void kill_tree(pid_t root) {
+  ProcTable t = snapshot_processes();
+  for (pid_t p : process_tree(t, root)) ::kill(p, SIGKILL);
+  ::waitpid(root, nullptr, 0);
+}
+
+}  // namespace
+
+TEST(StackReport, EscapesControlBytesInProcessText) {
+  pid_t p = hostile_sleeper();
+  ::usleep(200 * 1000);
+  std::string report = stack_report("h", {{0, p}}, StackTools{}, 5);
+  kill_tree(p);
+  EXPECT_EQ(report.find('\x1b'), std::string::npos) << report;
+  EXPECT_EQ(report.find('\x07'), std::string::npos) << report;
+  EXPECT_NE(report.find("cmdline: sh\\x1b]0;pwned\\x07 -c sleep 30; : \\x1b[2J"), std::string::npos) << report;
+}
+
+TEST(StackReport, ProcessesThatCannotAnswerCostOneDeadline) {
+  StackTools tools = find_stack_tools();
+  if (tools.eu_stack.empty() && tools.gdb.empty()) GTEST_SKIP() << "no eu-stack or gdb";
+  std::vector<TaskRoot> roots;
+  for (int i = 0; i < 4; ++i) roots.push_back({i, stuck_in_vfork()});
+  ::usleep(300 * 1000);
+  const auto start = std::chrono::steady_clock::now();
+  // 2 s per tool: one after the other, the four stuck parents alone would take 8 s.
+  std::string report = stack_report("h", roots, tools, 2);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (auto& r : roots) kill_tree(r.pid);
+  EXPECT_LT(took, 6) << report;
+  EXPECT_NE(report.find("no answer within 2 s"), std::string::npos) << report;
+  EXPECT_EQ(report.find("slurmctld"), std::string::npos) << report;
+  for (int i = 0; i < 4; ++i) EXPECT_NE(report.find("== task rank " + std::to_string(i)), std::string::npos);
+}
+
+TEST(StackReport, AnOverallDeadlineSkipsWhatItCannotReach) {
+  StackTools tools = find_stack_tools();
+  if (tools.eu_stack.empty() && tools.gdb.empty()) GTEST_SKIP() << "no eu-stack or gdb";
+  std::vector<TaskRoot> roots;
+  for (int i = 0; i < 10; ++i) roots.push_back({i, stuck_in_vfork()});
+  ::usleep(300 * 1000);
+  const auto start = std::chrono::steady_clock::now();
+  std::string report = stack_report("h", roots, tools, 15, 2);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (auto& r : roots) kill_tree(r.pid);
+  EXPECT_LT(took, 5) << report;
+  for (int i = 0; i < 10; ++i) EXPECT_NE(report.find("== task rank " + std::to_string(i)), std::string::npos);
 }

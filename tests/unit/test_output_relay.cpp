@@ -7,7 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -20,6 +24,8 @@ namespace {
 struct Relayed {
   std::string out, err;
   int status = 0;
+  bool stuck = false;  // still running after max_s: killed
+  double took = 0;     // seconds
 };
 
 std::string slurp(const std::string& path) {
@@ -31,7 +37,9 @@ std::string slurp(const std::string& path) {
 
 // Runs `script` under a relay whose own stdout/stderr are files; `before_exec` runs in
 // the program's process, `with_relay` in the test's once the relay is up.
-Relayed run_relayed(const std::string& script, RelayPlan plan, void (*with_relay)(pid_t) = nullptr) {
+Relayed run_relayed(const std::string& script, RelayPlan plan, void (*with_relay)(pid_t) = nullptr,
+                    double max_s = 120) {
+  const auto start = std::chrono::steady_clock::now();
   char out_path[] = "/tmp/gpudiag-relay-out-XXXXXX";
   char err_path[] = "/tmp/gpudiag-relay-err-XXXXXX";
   int out_fd = ::mkstemp(out_path);
@@ -58,7 +66,17 @@ Relayed run_relayed(const std::string& script, RelayPlan plan, void (*with_relay
   ::close(ready[0]);
   if (with_relay) with_relay(task);
   Relayed r;
-  ::waitpid(task, &r.status, 0);
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  while (::waitpid(task, &r.status, WNOHANG) == 0) {
+    if (elapsed() > max_s) {
+      r.stuck = true;
+      ::kill(task, SIGKILL);  // the program dies with it (PR_SET_PDEATHSIG)
+      ::waitpid(task, &r.status, 0);
+      break;
+    }
+    ::usleep(20 * 1000);
+  }
+  r.took = elapsed();
   r.out = slurp(out_path);
   r.err = slurp(err_path);
   ::close(out_fd);
@@ -73,6 +91,35 @@ RelayPlan both(const std::string& tag = "[h:0]") {
   p.tag = tag;
   p.out = p.err = true;
   return p;
+}
+
+// A relay with the hang watchdog on, in fresh state and diag dirs under /tmp.
+struct Watched {
+  std::string root, diag, state;
+  RelayPlan plan;
+  explicit Watched(double hang_s) {
+    char tmpl[] = "/tmp/gpudiag-watch-XXXXXX";
+    root = ::mkdtemp(tmpl);
+    diag = root + "/diag";
+    state = root + "/state";
+    ::mkdir(diag.c_str(), 0755);
+    plan = both();
+    plan.hang.duration_s = hang_s;
+    plan.hang.kill_grace_s = 1;
+    plan.hang.report_timeout_s = 5;
+    plan.hang.state_dir = state;
+    plan.hang.diag_dir = diag;
+    plan.hang.host = "h";
+    plan.hang.step = "1.0";
+  }
+  ~Watched() { std::system(("rm -rf '" + root + "'").c_str()); }
+};
+
+std::string report_named_in(const std::string& err) {
+  auto at = err.find("stacks in ");
+  if (at == std::string::npos) return "";
+  at += 10;
+  return err.substr(at, err.find(';', at) - at);
 }
 
 }  // namespace
@@ -143,4 +190,58 @@ TEST(OutputRelay, DoesNotWaitForeverForAGrandchildHoldingThePipe) {
   EXPECT_LT(::time(nullptr) - start, 15);
   EXPECT_EQ(r.out, "[h:0] done\n");
   EXPECT_TRUE(WIFEXITED(r.status));
+}
+
+TEST(HangWatchdog, KeepsWatchingAProgramThatClosedStdoutAndStderr) {
+  // Both pipes reach EOF at once; the program itself goes on, silent, for 30 s.
+  Watched w(1);
+  auto r = run_relayed("exec sleep 30 >/dev/null 2>&1", w.plan, nullptr, 25);
+  EXPECT_FALSE(r.stuck);
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), kHangExitCode) << r.err;
+  EXPECT_LT(r.took, 20) << r.err;
+  EXPECT_NE(r.err.find("gpudiag: no output for 1s on h; stacks in " + w.diag + "/hang.h.txt"), std::string::npos)
+      << r.err;
+}
+
+TEST(HangWatchdog, SigkillsAProgramWithClosedPipesThatIgnoresSigterm) {
+  Watched w(1);
+  auto r = run_relayed("trap '' TERM; exec sleep 30 >/dev/null 2>&1", w.plan, nullptr, 25);
+  EXPECT_FALSE(r.stuck);
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), kHangExitCode) << r.err;
+}
+
+TEST(HangWatchdog, AFifoAtTheReportPathNeitherBlocksNorGetsTheReport) {
+  Watched w(1);
+  const std::string fifo = w.diag + "/hang.h.txt";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
+  auto r = run_relayed("sleep 30", w.plan, nullptr, 25);
+  EXPECT_FALSE(r.stuck) << "the relay blocked opening the FIFO";
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), kHangExitCode) << r.err;
+  struct stat st;
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  const std::string report = report_named_in(r.err);
+  ASSERT_EQ(report.rfind(w.diag + "/hang.h.", 0), 0u) << r.err;
+  EXPECT_NE(report, fifo);
+  ASSERT_EQ(::lstat(report.c_str(), &st), 0) << r.err;
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_NE(slurp(report).find("gpudiag hang report: step 1.0 on h"), std::string::npos);
+}
+
+TEST(HangWatchdog, ALinkAtTheReportPathIsNotFollowed) {
+  Watched w(1);
+  const std::string target = w.root + "/precious";
+  { std::ofstream(target) << "keep me\n"; }
+  ASSERT_EQ(::symlink(target.c_str(), (w.diag + "/hang.h.txt").c_str()), 0);
+  auto r = run_relayed("sleep 30", w.plan, nullptr, 25);
+  EXPECT_FALSE(r.stuck);
+  EXPECT_EQ(WEXITSTATUS(r.status), kHangExitCode) << r.err;
+  EXPECT_EQ(slurp(target), "keep me\n");
+  const std::string report = report_named_in(r.err);
+  EXPECT_NE(report, w.diag + "/hang.h.txt") << r.err;
+  EXPECT_NE(slurp(report).find("gpudiag hang report"), std::string::npos) << r.err;
 }

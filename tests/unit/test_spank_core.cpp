@@ -53,6 +53,26 @@ TEST(DiagList, ErrorsAreClear) {
   EXPECT_FALSE(parse_diag_list("preflight=yes"));
 }
 
+TEST(DiagList, HelpAndErrorsListEveryItemFromTheParsersTable) {
+  const std::string items = diag_items_list();
+  for (const char* item : {"nccl=LEVEL", "subsys=A+B", "dir=PATH", "noprefix", "prefix", "hang=DURATION",
+                           "hang-action=kill|report", "preflight", "nopreflight"})
+    EXPECT_NE(items.find(item), std::string::npos) << item;
+  EXPECT_NE(diag_option_help().find(items), std::string::npos);
+  EXPECT_NE(parse_diag_list("x").error().find("(known: " + items + ")"), std::string::npos);
+}
+
+// slurmstepd reads GPUDIAG_DIAG through an 8 KiB buffer: srun refuses more (issue 21.3).
+TEST(DiagList, LongerThanSlurmstepdCanReadIsRefused) {
+  std::string dir = "dir=/" + std::string(kMaxDiagListBytes - 5, 'a');
+  ASSERT_EQ(dir.size(), kMaxDiagListBytes);
+  EXPECT_TRUE(parse_diag_list(dir));
+  auto r = parse_diag_list(dir + "b");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), "gpudiag: --diag: the list is 8192 bytes long, more than the 8191 that slurmstepd can read on "
+                       "the nodes: shorten it");
+}
+
 TEST(DiagList, HangAndPreflight) {
   auto d = parse_diag_list("hang=10m,hang-action=report,preflight");
   ASSERT_TRUE(d) << d.error();
@@ -127,6 +147,7 @@ TEST(DistEnv, TorchAndTorchrun) {
   EXPECT_EQ(e["PET_NODE_RANK"], "1");
   EXPECT_EQ(e["PET_NPROC_PER_NODE"], "4");
   EXPECT_EQ(e["PET_MASTER_PORT"], e["MASTER_PORT"]);
+  EXPECT_EQ(e["PET_TEE"], "3");  // whole, tagged lines per worker
   EXPECT_EQ(e.count("TORCHELASTIC_RUN_ID"), 0u);
 }
 
@@ -151,7 +172,7 @@ TEST(EnvWriter, NeverOverridesTheUser) {
   EXPECT_EQ(env.vars["MASTER_PORT"], "12345");
   EXPECT_EQ(env.vars["RANK"], "0");
   EXPECT_EQ(kept, std::vector<std::string>{"MASTER_PORT"});
-  EXPECT_EQ(env.vars[kInjectedVar], "RANK");
+  EXPECT_EQ(env.vars[kInjectedVar], "RANK:" + injected_value_tag("0"));
 }
 
 TEST(EnvWriter, ReplacesWhatAnOuterStepInjected) {
@@ -162,7 +183,38 @@ TEST(EnvWriter, ReplacesWhatAnOuterStepInjected) {
   EXPECT_EQ(env.vars["RANK"], "2");
   EXPECT_EQ(env.vars["WORLD_SIZE"], "4");
   EXPECT_EQ(env.vars["MASTER_PORT"], "12345");
-  EXPECT_EQ(env.vars[kInjectedVar], "RANK,WORLD_SIZE");
+  EXPECT_EQ(env.vars[kInjectedVar], "RANK:" + injected_value_tag("2") + ",WORLD_SIZE:" + injected_value_tag("4"));
+}
+
+// issue 21.7: `export NCCL_SOCKET_IFNAME=eth0` inside a step, then a nested srun.
+TEST(EnvWriter, KeepsAValueTheUserChangedAfterTheOuterStep) {
+  MapEnv env;
+  apply_env(env, {{"NCCL_SOCKET_IFNAME", "^docker,lo"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}, {"RANK", "0"}});
+  env.vars["NCCL_SOCKET_IFNAME"] = "eth0";
+  env.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0";
+  auto kept = apply_env(env, {{"NCCL_SOCKET_IFNAME", "^docker,lo"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+                              {"RANK", "3"}});
+  EXPECT_EQ(env.vars["NCCL_SOCKET_IFNAME"], "eth0");
+  EXPECT_EQ(env.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0");
+  EXPECT_EQ(env.vars["RANK"], "3");
+  EXPECT_EQ(kept, (std::vector<std::string>{"NCCL_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}));
+  // Now the user's: a third step leaves them alone too.
+  EXPECT_EQ(env.vars[kInjectedVar], "RANK:" + injected_value_tag("3"));
+}
+
+TEST(EnvWriter, InjectedRecord) {
+  EXPECT_EQ(injected_value_tag("0").size(), 8u);
+  EXPECT_NE(injected_value_tag("0"), injected_value_tag("1"));
+  EXPECT_EQ(parse_injected(format_injected({{"A", "0000abcd"}, {"B", "12345678"}})),
+            (InjectedRecord{{"A", "0000abcd"}, {"B", "12345678"}}));
+  // A names-only record (older versions) proves nothing about a value: the user's.
+  EXPECT_TRUE(parse_injected("RANK,WORLD_SIZE").empty());
+  EXPECT_TRUE(parse_injected("").empty());
+  MapEnv env;
+  env.vars[kInjectedVar] = "RANK";
+  env.vars["RANK"] = "0";
+  apply_env(env, {{"RANK", "4"}});
+  EXPECT_EQ(env.vars["RANK"], "0");
 }
 
 TEST(EnvWriter, ControlBytesNeverReachTheTask) {

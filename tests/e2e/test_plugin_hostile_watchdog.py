@@ -1,0 +1,196 @@
+"""The hang watchdog under a hostile neighbour (issue 21, items 1, 4, 5, 6), on a real
+Slurm with two real unprivileged accounts: a victim who runs the steps and an attacker
+who shares the node and a world-writable (sticky) directory with it.
+
+- a FIFO or a link planted at the victim's report path neither blocks the watchdog nor
+  receives the report; the step ends on time, the report is the victim's (0600) and the
+  message says where it is, the link's target is untouched, the node is not drained;
+- a squatted state dir (/dev/shm/gpudiag-<uid>-<job>.<step>) does not switch the
+  watchdog off;
+- a task that closed its stdout and stderr is still watched, and SIGKILLed when it
+  ignores SIGTERM;
+- processes that stack tools cannot trace (stuck in vfork) do not delay the kill;
+- control bytes in a command line reach the report escaped."""
+import glob
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
+from throwaway_users import ThrowawayUsers  # noqa: E402
+
+HANG_EXIT = 200
+KILL_GRACE = 2      # plugin.hang.kill_grace for this class
+REPORT_DEADLINE = 10  # the watchdog's bound on the stack report
+SLACK = 8           # starting the step, the relay's 1 s tick, SIGTERM, srun's exit
+STEP_LIMIT = 45     # a step still running by then is the bug: cancel it
+
+# Forks N children; each vforks a child that stops itself, so the N parents sit in D
+# state (vfork) where ptrace-based stack tools wait until their timeout.
+VFORK_STUCK = r'''
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 4;
+  for (int i = 0; i < n; ++i) {
+    if (fork() == 0) {
+      if (vfork() == 0) { raise(SIGSTOP); _exit(0); }
+      _exit(0);
+    }
+  }
+  for (;;) pause();
+}
+'''
+
+
+class HostileNeighbour(PluginClusterTest):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        with open(cls.config) as f:
+            cls.good_config = f.read()
+        with open(cls.config, "w") as f:
+            f.write(cls.good_config.replace("\nplugin:\n", f"\nplugin:\n  hang:\n    kill_grace: {KILL_GRACE}s\n", 1))
+        cls.users = ThrowawayUsers("victim", "attacker").__enter__()
+        cls.victim, cls.attacker = cls.users["victim"], cls.users["attacker"]
+        cls.shared = os.path.join(cls.tmp, "shared")
+        os.makedirs(cls.shared)
+        os.chmod(cls.shared, 0o1777)
+        src = os.path.join(cls.tmp, "vfork_stuck.c")
+        with open(src, "w") as f:
+            f.write(VFORK_STUCK)
+        cls.vfork_stuck = os.path.join(cls.tmp, "vfork_stuck")
+        subprocess.run(["cc", "-O1", "-o", cls.vfork_stuck, src], check=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.users.__exit__(None, None, None)
+        finally:
+            super().tearDownClass()
+
+    def setUp(self):
+        self.squats = []
+
+    def tearDown(self):
+        for path in self.squats:
+            shutil.rmtree(path, ignore_errors=True)
+        for name in os.listdir(self.shared):
+            p = os.path.join(self.shared, name)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.unlink(p)
+        self.cluster.wait_for(lambda: subprocess.run(["pgrep", "-u", self.victim.name], capture_output=True).returncode != 0,
+                              "the victim's processes to end", timeout=60)
+        state, reason = self.cluster.node_state(), self.cluster.node_reason()
+        if "DRAIN" in state:
+            self.cluster.resume()  # so that the next test starts on a usable node
+        self.assertNotIn("DRAIN", state, reason)
+        self.cluster.wait_for(lambda: subprocess.run(["pgrep", "-u", self.victim.name], capture_output=True).returncode != 0,
+                              "the victim's processes to end")
+        self.assertEqual(glob.glob(f"/dev/shm/gpudiag-{self.victim.uid}-*"), [], "a state dir was left behind")
+
+    def victim_srun(self, *args, cwd=None):
+        """srun as the victim; returns (CompletedProcess or None when it outran STEP_LIMIT, seconds)."""
+        start = time.monotonic()
+        try:
+            r = self.victim.run(["srun", *args], env=self.cluster.env, cwd=cwd, timeout=STEP_LIMIT)
+        except subprocess.TimeoutExpired:
+            self.cluster.run(["scancel", "-u", self.victim.name], check=False)
+            return None, time.monotonic() - start
+        return r, time.monotonic() - start
+
+    def assert_hang_ended(self, r, took, limit):
+        self.assertIsNotNone(r, f"the step still ran after {STEP_LIMIT} s: the watchdog did not end it")
+        print(f"  step ended after {took:.1f} s (limit {limit} s)", file=sys.stderr)
+        self.assertEqual(r.returncode, HANG_EXIT, r.stderr)
+        self.assertLess(took, limit, r.stderr)
+
+    def report_named_in(self, stderr):
+        for line in stderr.splitlines():
+            if "gpudiag: no output for" in line and "stacks in " in line:
+                return line.split("stacks in ", 1)[1].split(";", 1)[0]
+        self.fail(f"no hang message in {stderr!r}")
+
+    def test_fifo_at_the_report_path_neither_blocks_nor_gets_the_report(self):
+        fifo = os.path.join(self.shared, f"hang.{self.cluster.node}.txt")
+        self.attacker.run(["mkfifo", "-m", "0666", fifo], check=True)
+        r, took = self.victim_srun("-n1", f"--diag=hang=2s,dir={self.shared}", "sleep", "600")
+        self.assert_hang_ended(r, took, 2 + REPORT_DEADLINE + SLACK)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        report = self.report_named_in(r.stderr)
+        self.assertNotEqual(report, fifo)
+        self.assertEqual(os.path.dirname(report), self.shared)
+        st = os.lstat(report)
+        self.assertTrue(stat.S_ISREG(st.st_mode))
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (self.victim.uid, 0o600))
+        with open(report) as f:
+            self.assertIn("gpudiag hang report: step", f.read())
+
+    def test_link_at_the_report_path_is_not_followed(self):
+        precious = os.path.join(self.victim.home, "precious")
+        self.victim.run(["sh", "-c", "echo keep me > precious"], check=True)
+        link = os.path.join(self.shared, f"hang.{self.cluster.node}.txt")
+        self.attacker.run(["ln", "-s", precious, link], check=True)
+        r, took = self.victim_srun("-n1", f"--diag=hang=2s,dir={self.shared}", "sleep", "600")
+        self.assert_hang_ended(r, took, 2 + REPORT_DEADLINE + SLACK)
+        with open(precious) as f:
+            self.assertEqual(f.read(), "keep me\n")
+        report = self.report_named_in(r.stderr)
+        self.assertNotEqual(report, link)
+        self.assertEqual(os.lstat(report).st_uid, self.victim.uid)
+
+    def test_squatted_state_dir_does_not_switch_the_watchdog_off(self):
+        # The attacker learns the last job id from a step of its own and takes the
+        # victim's state dir names for the next jobs.
+        r = self.attacker.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], env=self.cluster.env, check=True)
+        last = int(r.stdout.strip().split()[-1])
+        for job in range(last + 1, last + 4):
+            path = f"/dev/shm/gpudiag-{self.victim.uid}-{job}.0"
+            self.squats.append(path)
+            self.attacker.run(["mkdir", "-m", "0700", path], check=True)
+        r, took = self.victim_srun("-n2", "--diag=hang=2s", "sleep", "600")
+        self.assert_hang_ended(r, took, 2 + REPORT_DEADLINE + SLACK)
+        self.assertRegex(r.stderr, rf"gpudiag: /dev/shm/gpudiag-{self.victim.uid}-\d+\.0 is taken by uid "
+                                   rf"{self.attacker.uid} \(not this user's private directory\); the hang watchdog uses "
+                                   rf"/dev/shm/gpudiag-{self.victim.uid}-\d+\.0\.1 instead")
+        self.assertNotIn("hang watchdog off", r.stderr)
+
+    def test_closed_stdout_and_stderr_do_not_switch_the_watchdog_off(self):
+        r, took = self.victim_srun("-n1", "--diag=hang=3s", "sh", "-c", "exec sleep 20 >log 2>&1",
+                                   cwd=self.victim.home)
+        self.assert_hang_ended(r, took, 3 + REPORT_DEADLINE + SLACK)
+        # Two tasks; rank 1 closed its output and ignores SIGTERM: it gets SIGKILL.
+        prog = 'if [ "$SLURM_PROCID" = 1 ]; then trap "" TERM; exec sleep 600 >/dev/null 2>&1; fi; exec sleep 600'
+        r, took = self.victim_srun("-n2", "--diag=hang=3s", "sh", "-c", prog, cwd=self.victim.home)
+        self.assert_hang_ended(r, took, 3 + REPORT_DEADLINE + KILL_GRACE + SLACK)
+
+    def test_processes_stack_tools_cannot_trace_do_not_delay_the_kill(self):
+        # Six processes in vfork: one after the other, at 15 s per tool, 90 s and more.
+        r, took = self.victim_srun("-n1", "--diag=hang=3s", self.vfork_stuck, "6", cwd=self.victim.home)
+        self.assert_hang_ended(r, took, 3 + REPORT_DEADLINE + KILL_GRACE + SLACK)
+        with open(self.report_named_in(r.stderr)) as f:
+            report = f.read()
+        self.assertIn("no answer within", report)
+        self.assertNotIn("slurmctld", report)
+
+    def test_control_bytes_in_a_command_line_are_escaped_in_the_report(self):
+        r, took = self.victim_srun("-n1", "--diag=hang=2s", PYTHON, "-c", "import time; time.sleep(600)",
+                                   "\x1b]0;pwned\x07\x1b[2J", cwd=self.victim.home)
+        self.assertIsNotNone(r)
+        with open(self.report_named_in(r.stderr), "rb") as f:
+            report = f.read()
+        self.assertNotIn(b"\x1b", report)
+        self.assertNotIn(b"\x07", report)
+        self.assertIn(b"time.sleep(600) \\x1b]0;pwned\\x07\\x1b[2J", report)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,119 @@
+// The diag dir rule (issue 21.2): the step's dir is the user's own or none.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "spank/diag_dir.h"
+
+using namespace gpudiag;
+namespace fs = std::filesystem;
+
+TEST(DiagDir, OneDefaultRuleForTasksAndSrun) {
+  EXPECT_EQ(default_diag_dir("/home/u/run", "/elsewhere", 12, 3), "/home/u/run/gpudiag-12.3");
+  EXPECT_EQ(default_diag_dir("", "/home/u/cwd", 12, 3), "/home/u/cwd/gpudiag-12.3");
+  EXPECT_EQ(default_diag_dir("", "", 12, 3), "/tmp/gpudiag-12.3");
+  EXPECT_EQ(default_diag_dir("/", "", 12, 3), "/gpudiag-12.3");
+}
+
+TEST(DiagDir, OnlyARealDirOfTheUserThatNoOneElseWrites) {
+  DirFacts own{true, false, true, 1000, S_IFDIR | 0700};
+  EXPECT_FALSE(distrust_diag_dir(own, 1000));
+  DirFacts old = own;
+  old.mode = S_IFDIR | 0755;  // what earlier versions made: still the user's alone
+  EXPECT_FALSE(distrust_diag_dir(old, 1000));
+  EXPECT_EQ(*distrust_diag_dir(own, 1001), "belongs to another user (uid 1000), not to you (uid 1001)");
+  DirFacts open = own;
+  open.mode = S_IFDIR | 0777;
+  EXPECT_EQ(*distrust_diag_dir(open, 1000), "is writable by others (mode 0777)");
+  open.mode = S_IFDIR | 0770;
+  EXPECT_TRUE(distrust_diag_dir(open, 1000));
+  DirFacts link{true, true, false, 1000, S_IFLNK | 0777};
+  EXPECT_EQ(*distrust_diag_dir(link, 1000), "is a symbolic link, not a directory made by you");
+  DirFacts file{true, false, false, 1000, S_IFREG | 0600};
+  EXPECT_EQ(*distrust_diag_dir(file, 1000), "exists and is not a directory");
+}
+
+class DiagDirFs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpudiag-diagdir-XXXXXX";
+    ASSERT_TRUE(::mkdtemp(tmpl));
+    root = tmpl;
+  }
+  void TearDown() override { fs::remove_all(root); }
+  std::string root;
+};
+
+TEST_F(DiagDirFs, CreatesPrivateAndAcceptsItsOwnTwice) {
+  const std::string dir = root + "/gpudiag-1.0";
+  EXPECT_FALSE(claim_diag_dir(dir, ::getuid()));
+  struct stat st;
+  ASSERT_EQ(::lstat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // A sibling task of the same step: EEXIST, then the same check passes.
+  EXPECT_FALSE(claim_diag_dir(dir, ::getuid()));
+}
+
+TEST_F(DiagDirFs, RefusesASymlinkAWorldWritableDirAndAnotherUsersDir) {
+  const std::string target = root + "/elsewhere";
+  fs::create_directory(target);
+  fs::create_directory_symlink(target, root + "/link");
+  auto p = claim_diag_dir(root + "/link", ::getuid());
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->kind, DiagDirProblem::kNotYours);
+  EXPECT_EQ(p->why, "the diag dir " + root + "/link is a symbolic link, not a directory made by you");
+  const std::string open = root + "/open";
+  fs::create_directory(open);
+  ::chmod(open.c_str(), 0777);
+  p = claim_diag_dir(open, ::getuid());
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->why, "the diag dir " + open + " is writable by others (mode 0777)");
+  p = claim_diag_dir(target, ::getuid() + 1);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->kind, DiagDirProblem::kNotYours);
+}
+
+TEST_F(DiagDirFs, ControlBytesInTheNameAreRefusedBeforeAnythingIsMade) {
+  const std::string dir = root + "/sub\x1b[2Jdir/gpudiag-1.0";
+  auto p = claim_diag_dir(dir, ::getuid());
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->kind, DiagDirProblem::kBadName);
+  EXPECT_EQ(p->why.find('\x1b'), std::string::npos);
+}
+
+TEST(DiagDir, WhatATaskDoesAboutAProblem) {
+  DiagDirProblem create{DiagDirProblem::kCannotCreate, "cannot create the diag dir /etc/x: Permission denied"};
+  DiagDirProblem theirs{DiagDirProblem::kNotYours, "the diag dir /shared/gpudiag-1.0 is writable by others (mode 0777)"};
+  auto v = judge_diag_dir_problem(create, false, true);
+  EXPECT_TRUE(v.fail_task);
+  EXPECT_EQ(v.message, "gpudiag: cannot create the diag dir /etc/x: Permission denied: pick a writable one with "
+                       "--diag=dir=PATH");
+  // The default dir held by a neighbour: the step runs without it, and says why.
+  v = judge_diag_dir_problem(theirs, false, true);
+  EXPECT_FALSE(v.fail_task);
+  EXPECT_EQ(v.message, "gpudiag: no NCCL log files and no hang report for this step: the diag dir "
+                       "/shared/gpudiag-1.0 is writable by others (mode 0777): pick a directory of your own with "
+                       "--diag=dir=PATH");
+  // A dir the user named must work.
+  EXPECT_TRUE(judge_diag_dir_problem(theirs, true, true).fail_task);
+  // Only the site's watchdog wanted it: never fail the job.
+  v = judge_diag_dir_problem(create, false, false);
+  EXPECT_FALSE(v.fail_task);
+  EXPECT_EQ(v.message.rfind("gpudiag: no hang watchdog for this step: ", 0), 0u);
+}
+
+TEST(DiagDir, SrunRefusesANamedDirTheUserCannotWrite) {
+  EXPECT_EQ(*judge_named_dir("/data", {true, false, true, false}),
+            "gpudiag: --diag: you cannot write to the diag dir /data: pick a writable one with --diag=dir=PATH");
+  EXPECT_EQ(*judge_named_dir("/etc/x", {false, false, true, false}),
+            "gpudiag: --diag: cannot create the diag dir /etc/x: you cannot write to its parent: pick a writable "
+            "one with --diag=dir=PATH");
+  EXPECT_FALSE(judge_named_dir("/scratch/me/d", {true, true, true, true}));
+  EXPECT_FALSE(judge_named_dir("/scratch/me/d", {false, false, true, true}));
+  // Not visible from srun's host: the tasks decide.
+  EXPECT_FALSE(judge_named_dir("/local/d", {false, false, false, false}));
+}
