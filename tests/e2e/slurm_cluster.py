@@ -77,6 +77,11 @@ class SlurmCluster:
         with open(self.conf, "w") as f:
             f.write(self._slurm_conf())
         self.env = dict(os.environ, SLURM_CONF=self.conf)
+        # Debian 13's python3-torch is built without libuv, but torch >= 2.4's TCPStore
+        # asks for it by default, so every rendezvous fails ("use_libuv was requested but
+        # PyTorch was build without libuv support"). Steps inherit srun's environment;
+        # older torch ignores the variable.
+        self.env.setdefault("USE_LIBUV", "0")
         for var in [v for v in self.env if v.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))]:
             if var != "SLURM_CONF":
                 del self.env[var]
