@@ -36,3 +36,10 @@ class PluginClusterTest(unittest.TestCase):
 
     def srun(self, *args, check=True, timeout=120, env=None, cwd=None, text=True):
         return self.cluster.run(["srun", *args], check=check, timeout=timeout, env=env, cwd=cwd or self.tmp, text=text)
+
+    def srun_as(self, user, *args, check=True, timeout=120, env=None, cwd=None, text=True):
+        """srun run by USER (a name): srun, the plugin's srun side and the tasks all run as
+        that user. Slurm 24.11 dropped `srun --uid`, so this is how a test runs a step as
+        someone else on every release."""
+        return self.cluster.run(["runuser", "-u", user, "--", "srun", *args], check=check, timeout=timeout, env=env,
+                                cwd=cwd or self.tmp, text=text)

@@ -25,6 +25,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def slurm_version():
+    """The installed Slurm's (major, minor), e.g. (22, 5) or (24, 11), from `slurmd -V`."""
+    out = subprocess.run(["slurmd", "-V"], capture_output=True, text=True, check=True).stdout.split()[-1]
+    major, minor = out.split(".")[:2]
+    return int(major), int(minor)
+
+
 def _short_hostname():
     return socket.gethostname().split(".")[0]
 
@@ -80,6 +87,11 @@ class SlurmCluster:
         with open(self.conf, "w") as f:
             f.write(self._slurm_conf())
         self.env = dict(os.environ, SLURM_CONF=self.conf)
+        # Debian 13's python3-torch is built without libuv, but torch >= 2.4's TCPStore
+        # asks for it by default, so every rendezvous fails ("use_libuv was requested but
+        # PyTorch was build without libuv support"). Steps inherit srun's environment;
+        # older torch ignores the variable.
+        self.env.setdefault("USE_LIBUV", "0")
         for var in [v for v in self.env if v.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))]:
             if var != "SLURM_CONF":
                 del self.env[var]
@@ -203,7 +215,6 @@ class SlurmCluster:
             f"SlurmctldLogFile={d}/log/slurmctld.log",
             f"SlurmdLogFile={d}/log/slurmd.log",
             "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
             "JobAcctGatherType=jobacct_gather/none",
             "SelectType=select/cons_tres",
             f"SelectTypeParameters={self.select_params}",
@@ -219,7 +230,11 @@ class SlurmCluster:
             + (" Gres=" + ",".join(f"{n}:{c}" for n, c in self.gres.items()) if self.gres else "")
             + " State=UNKNOWN",
             "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES",
-        ] + self.extra_conf
+        ]
+        # 23.11 removed task/none: there, no TaskPlugin line means no task plugin.
+        if slurm_version() < (23, 11):
+            lines.append("TaskPlugin=task/none")
+        lines += self.extra_conf
         return "\n".join(lines) + "\n"
 
     def _write_gres_conf(self):

@@ -88,11 +88,11 @@ class FailFast(PluginClusterTest):
         self.configure("  hang:\n    duration: 10m\n")
         locked = self.work_dir("locked")
         os.chmod(locked, 0o755)
-        r = self.srun("--uid=nobody", "--gid=nogroup", "-n1", "echo", "ran", cwd=locked)
+        r = self.srun_as("nobody", "-n1", "echo", "ran", cwd=locked)
         self.assertEqual(r.stdout, "ran\n")
         self.assertEqual(os.listdir(locked), [])
         # Asked for explicitly, the same failure stops the step before launch.
-        r = self.srun("--uid=nobody", "--gid=nogroup", "-n1", "--diag", "echo", "ran", cwd=locked, check=False)
+        r = self.srun_as("nobody", "-n1", "--diag", "echo", "ran", cwd=locked, check=False)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("cannot create the diag dir", r.stderr)
 

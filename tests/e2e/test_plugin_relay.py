@@ -106,8 +106,7 @@ class Relay(PluginClusterTest):
         probe = ("import os; p = os.getppid(); "
                  "uid = [l.split()[1] for l in open(f'/proc/{p}/status') if l.startswith('Uid:')][0]; "
                  "print(os.getuid(), uid, os.environ['GPUDIAG_DIAG_DIR'])")
-        r = self.srun(f"--uid={nobody.pw_uid}", f"--gid={nobody.pw_gid}", "-n2", "--diag", PYTHON, "-c", probe,
-                      cwd=work)
+        r = self.srun_as("nobody", "-n2", "--diag", PYTHON, "-c", probe, cwd=work)
         lines = [untag(l).split() for l in r.stdout.splitlines()]
         self.assertEqual(len(lines), 2, r.stdout)
         for task_uid, relay_uid, diag_dir in lines:
