@@ -58,7 +58,7 @@ struct SrunSide {
   uid_t job_uid = 0;  // whose diag dir it is (srun as root may run tasks as a user)
 };
 
-// slurmstepd.
+// slurmstepd: one step on one node.
 struct StepdSide {
   gpudiag::EnvList nccl_env;  // this node's NCCL defaults, once per step before the tasks fork
   // Why gpudiag cannot run this step. A failure in init or init_post_opt on the node is
