@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,14 +23,13 @@ extern "C" {
 #include "nodeinfo/ib_discovery.h"
 #include "spank/diag_dir.h"
 #include "spank/diag_options.h"
-#include "spank/dist_env.h"
 #include "spank/env_writer.h"
-#include "spank/failfast_env.h"
 #include "spank/nccl_defaults.h"
 #include "spank/output_relay.h"
 #include "spank/preflight.h"
-#include "spank/step_summary.h"
 #include "spank/plugin_args.h"
+#include "spank/step_plan.h"
+#include "spank/step_summary.h"
 
 // SPANK_PLUGIN() gives these internal linkage in C++: declare them by hand.
 extern "C" {
@@ -42,30 +43,34 @@ namespace {
 using gpudiag::Config;
 using gpudiag::DiagOptions;
 
-// Step ids that are not srun steps: no per-task values go there (DESIGN §3).
-constexpr std::uint32_t kBatchStep = 0xfffffffb;
-constexpr std::uint32_t kExternStep = 0xfffffffc;
-constexpr std::uint32_t kInteractiveStep = 0xfffffffa;
-
-// One per process: srun, sbatch and each slurmstepd load the plugin on their own.
-struct State {
+// One per process: srun, sbatch and each slurmstepd load the plugin on their own, so
+// each context's state is its own struct and the other one stays empty (as in pyxis).
+struct Options {
   Config cfg;
-  DiagOptions diag;         // from GPUDIAG_DIAG, then --diag
-  bool diag_option = false; // --diag was given
-  std::string diag_arg;     // its argument
-  std::string ib_hca;       // NCCL_IB_HCA=auto, resolved once per step and node
-  gpudiag::EnvList nccl_env;
-  // srun only: which step this is, for the summary at its end.
+  DiagOptions diag;                       // GPUDIAG_DIAG, then --diag, merged in init_post_opt
+  std::optional<std::string> diag_arg;    // --diag's argument, when given
+};
+
+// srun: which step this is, for the summary at its end.
+struct SrunSide {
   std::uint32_t job_id = 0, step_id = 0;
   bool have_step = false;
   uid_t job_uid = 0;  // whose diag dir it is (srun as root may run tasks as a user)
-  // slurmstepd only: why gpudiag cannot run this step. A failure in init or
-  // init_post_opt on the node is "launch failed" with exit 0 in srun (22.05), so it is
-  // kept here and fails each task in task_init, where the task exits non-zero and the
-  // message reaches the user's terminal (issue 21.3).
+};
+
+// slurmstepd: one step on one node.
+struct StepdSide {
+  gpudiag::EnvList nccl_env;  // this node's NCCL defaults, once per step before the tasks fork
+  // Why gpudiag cannot run this step. A failure in init or init_post_opt on the node is
+  // "launch failed" with exit 0 in srun (22.05), so it is kept here and fails each task
+  // in task_init, where the task exits non-zero and the message reaches the user's
+  // terminal (issue 21.3).
   std::string remote_error;
 };
-State g;
+
+Options g_opt;
+SrunSide g_srun;
+StepdSide g_stepd;
 
 int diag_option_cb(int val, const char* optarg, int remote);
 
@@ -90,25 +95,24 @@ struct spank_option kOptions[] = {
     {const_cast<char*>("diag"), const_cast<char*>("[LIST]"), nullptr, 2, 0, diag_option_cb},
 };
 
-// Where slurmstepd cannot fail usefully (see State::remote_error), keep the first error.
+// Where slurmstepd cannot fail usefully (see StepdSide::remote_error), keep the first error.
 int remote_failure(const std::string& message) {
   slurm_error("%s", message.c_str());
-  if (g.remote_error.empty()) g.remote_error = message;
+  if (g_stepd.remote_error.empty()) g_stepd.remote_error = message;
   return 0;
 }
 
-// Callbacks can fire twice: parse from scratch each time so the result is the same.
+// Callbacks can fire twice: the argument is kept and parsed from scratch, here only to
+// fail early; init_post_opt merges it with GPUDIAG_DIAG.
 int diag_option_cb(int, const char* optarg, int remote) {
   return guarded("--diag", -1, [&] {
-    g.diag_option = true;
-    g.diag_arg = optarg ? optarg : "";
-    auto parsed = gpudiag::parse_diag_list(g.diag_arg);
+    g_opt.diag_arg = optarg ? optarg : "";
+    auto parsed = gpudiag::parse_diag_list(*g_opt.diag_arg);
     if (!parsed) {
       if (remote) return remote_failure(parsed.error());
       slurm_error("%s", parsed.error().c_str());
       return -1;
     }
-    g.diag = *parsed;
     return 0;
   });
 }
@@ -149,12 +153,15 @@ std::string first_host(const std::string& nodelist) {
   return out;
 }
 
-int visible_gpus(gpudiag::EnvTarget& env) {
-  auto cvd = env.get("CUDA_VISIBLE_DEVICES");
-  if (!cvd || cvd->empty()) return 0;
-  int n = 1;
-  for (char c : *cvd) n += c == ',';
-  return n;
+std::string current_dir() {
+  char cwd[4096];
+  return ::getcwd(cwd, sizeof cwd) ? cwd : "";
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
 }
 
 // Loads the config named by the plugstack arguments. Errors are messages.
@@ -175,79 +182,37 @@ gpudiag::Result<Config> load(int ac, char** av) {
   return cfg;
 }
 
-// --diag=prefix/noprefix wins, then the site's plugin.prefix.
-bool prefix_wanted(int world_size) {
-  if (g.diag.prefix) return *g.diag.prefix;
-  if (g.cfg.plugin.prefix == "always") return true;
-  if (g.cfg.plugin.prefix == "never") return false;
-  return world_size > 1;
-}
-
-// Only output that slurmstepd forwards to srun (a pipe or socket) gets a prefix: a
-// regular file is a per-task output file (-o out.%t), a terminal is --pty.
 bool forwarded_to_srun(int fd) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return false;
   return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
 }
 
-// The watchdog's settings for this step: --diag items win over the site's.
-gpudiag::HangWatch hang_watch(const gpudiag::TaskIds& t, const std::string& diag_dir, const std::string& host) {
-  gpudiag::HangWatch w;
-  w.duration_s = g.diag.hang_s.value_or(g.cfg.plugin.hang.duration_s);
-  w.kill = g.diag.hang_action.value_or(g.cfg.plugin.hang.action) == "kill";
-  w.cpu = g.cfg.plugin.hang.cpu;
-  w.kill_grace_s = g.cfg.plugin.hang.kill_grace_s;
-  w.step = std::to_string(t.job_id) + "." + std::to_string(t.step_id);
-  w.state_dir = gpudiag::hang_state_dir(::getuid(), w.step);
-  w.diag_dir = diag_dir;
-  w.host = host;
-  w.rank = t.rank;
-  return w;
-}
-
-std::string short_host(gpudiag::EnvTarget& env) {
-  std::string host = env.get("SLURMD_NODENAME").value_or("");
-  if (host.empty()) {
-    char buf[256] = {};
-    ::gethostname(buf, sizeof buf - 1);
-    host = buf;
-  }
-  return host.substr(0, host.find('.'));
-}
-
-void start_output_relay(gpudiag::EnvTarget& env, const gpudiag::TaskIds& t, const std::string& diag_dir) {
-  const std::string host = short_host(env);
-  gpudiag::RelayPlan plan;
-  if (!diag_dir.empty()) plan.hang = hang_watch(t, diag_dir, host);
-  const bool watch = plan.hang.duration_s > 0;
-  // srun --label already tags lines.
-  const bool tag = prefix_wanted(t.world_size) && env.get("SLURM_LABELIO").value_or("") != "1";
-  plan.tag_out = tag && forwarded_to_srun(STDOUT_FILENO);
-  plan.tag_err = tag && forwarded_to_srun(STDERR_FILENO);
-  // The watchdog sees output on every stream that is not a terminal.
-  plan.out = plan.tag_out || (watch && !::isatty(STDOUT_FILENO));
-  plan.err = plan.tag_err || (watch && !::isatty(STDERR_FILENO));
-  if (watch && !plan.out && !plan.err && g.diag.hang_s)
-    slurm_error("gpudiag: hang=: no hang watchdog for task %d: its output goes to a terminal (srun --pty), "
-                "which the watchdog cannot watch; run the step without --pty to have one",
-                t.rank);
-  if (!plan.out && !plan.err) return;
-  plan.tag = gpudiag::expand_prefix_format(g.cfg.plugin.prefix_format, host, t.rank, t.local_rank);
+void start_output_relay(const gpudiag::StepPlan& plan, int rank) {
+  gpudiag::StreamFacts streams;
+  streams.out_forwarded = forwarded_to_srun(STDOUT_FILENO);
+  streams.err_forwarded = forwarded_to_srun(STDERR_FILENO);
+  streams.out_tty = ::isatty(STDOUT_FILENO);
+  streams.err_tty = ::isatty(STDERR_FILENO);
+  auto choice = gpudiag::plan_relay(plan, rank, streams);
+  if (choice.notice) slurm_error("%s", choice.notice->c_str());
+  if (!choice.relay) return;
   // Returns here in the program's process; the relay never comes back.
-  if (auto err = gpudiag::start_relay(plan))
-    slurm_error("gpudiag: task %d runs without the output relay (no prefix, no hang watchdog): %s", t.rank,
+  if (auto err = gpudiag::start_relay(*choice.relay))
+    slurm_error("gpudiag: task %d runs without the output relay (no prefix, no hang watchdog): %s", rank,
                 err->c_str());
 }
 
 // Every task checks (it is cheap), so no task of a bad node starts the program; the
 // first task of each node says why (slurm_error reaches the step's stderr and slurmd's log).
-bool preflight_passes(gpudiag::EnvTarget& env, const gpudiag::TaskIds& t) {
-  auto facts = gpudiag::gather_preflight(g.cfg.plugin.preflight, g.cfg.ib, short_host(env), env.get("SLURM_GPUS_ON_NODE"),
+// The variables are read after apply_env: NCCL_SOCKET_IFNAME as the program will see it.
+bool preflight_passes(gpudiag::EnvTarget& env, const gpudiag::StepPlan& plan, int local_rank) {
+  const Config& cfg = g_opt.cfg;
+  auto facts = gpudiag::gather_preflight(cfg.plugin.preflight, cfg.ib, plan.host, env.get("SLURM_GPUS_ON_NODE"),
                                          env.get("CUDA_VISIBLE_DEVICES"), env.get("NCCL_SOCKET_IFNAME"));
   auto problems = gpudiag::evaluate_preflight(facts);
   if (problems.empty()) return true;
-  if (t.local_rank == 0) {
+  if (local_rank == 0) {
     for (const auto& p : problems) slurm_error("%s", p.c_str());
   }
   return false;
@@ -258,11 +223,11 @@ int task_init(spank_t sp) {
   int local_id = 0;
   if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step)) return 0;
   // A batch script still runs: each srun in it then fails with the reason.
-  if (step == kBatchStep || step == kExternStep || step == kInteractiveStep) return 0;
-  if (!g.remote_error.empty()) {
+  if (!gpudiag::step_runs_tasks(step)) return 0;
+  if (!g_stepd.remote_error.empty()) {
     // Every task fails; the first of each node says why (slurmstepd adds a line per task).
     item(sp, S_TASK_ID, local_id);
-    if (local_id == 0) slurm_error("%s", g.remote_error.c_str());
+    if (local_id == 0) slurm_error("%s", g_stepd.remote_error.c_str());
     return -1;
   }
   item(sp, S_JOB_NNODES, nnodes);
@@ -273,7 +238,16 @@ int task_init(spank_t sp) {
   item(sp, S_TASK_ID, local_id);
 
   SpankEnv env(sp);
-  gpudiag::TaskIds t;
+  gpudiag::StepInputs in;
+  in.cfg = g_opt.cfg;
+  in.diag = g_opt.diag;
+  in.env = gpudiag::read_task_env(env);
+  in.nccl_env = g_stepd.nccl_env;
+  in.cwd = current_dir();
+  in.hostname = host_name();
+  in.uid = ::getuid();
+  in.user_env = &env;
+  gpudiag::TaskIds& t = in.ids;
   t.job_id = job;
   t.step_id = step;
   t.rank = static_cast<int>(global_id);
@@ -282,56 +256,21 @@ int task_init(spank_t sp) {
   t.local_world_size = static_cast<int>(local_count);
   t.node_rank = static_cast<int>(nodeid);
   t.num_nodes = static_cast<int>(nnodes);
-  auto nodelist = env.get("SLURM_STEP_NODELIST");
-  if (!nodelist) nodelist = env.get("SLURM_JOB_NODELIST");
-  t.master_addr = first_host(nodelist.value_or(""));
-  int gpus = visible_gpus(env);
-  t.nproc_per_node = g.cfg.plugin.nproc_per_node > 0 ? g.cfg.plugin.nproc_per_node : (gpus > 0 ? gpus : 1);
+  t.master_addr = first_host(gpudiag::master_nodelist(in.env));
+  // task_init runs as the user: the directory is the user's, and a place the user may
+  // not write is refused by the kernel, not by us as root.
+  const std::string dir = gpudiag::wanted_diag_dir(in);
+  if (!dir.empty()) in.dir_problem = gpudiag::claim_diag_dir(dir, in.uid);
 
-  gpudiag::PortRange range{g.cfg.plugin.master_port_first, g.cfg.plugin.master_port_last};
-  gpudiag::EnvList wanted;
-  if (g.cfg.plugin.torch_env && !t.master_addr.empty()) {
-    auto e = gpudiag::torch_env(t, range);
-    wanted.insert(wanted.end(), e.begin(), e.end());
+  const gpudiag::StepPlan plan = gpudiag::plan_step(in);
+  if (plan.fail) {
+    slurm_error("%s", plan.fail->c_str());
+    return -1;
   }
-  if (g.cfg.plugin.torchrun_env && !t.master_addr.empty()) {
-    auto e = gpudiag::torchrun_env(t, range);
-    wanted.insert(wanted.end(), e.begin(), e.end());
-  }
-  wanted.insert(wanted.end(), g.nccl_env.begin(), g.nccl_env.end());
-  bool hang_on = g.diag.hang_s.value_or(g.cfg.plugin.hang.duration_s) > 0;
-  std::string dir;
-  if (g.diag.enabled || hang_on) {
-    // The hang watchdog's report needs the diag dir even when the site turned it on.
-    char cwd[4096];
-    dir = g.diag.dir.empty() ? gpudiag::default_diag_dir(env.get("SLURM_SUBMIT_DIR").value_or(""),
-                                                         ::getcwd(cwd, sizeof cwd) ? cwd : "", job, step)
-                             : g.diag.dir;
-    // task_init runs as the user: the directory is the user's, and a place the user
-    // may not write is refused by the kernel, not by us as root.
-    if (auto problem = gpudiag::claim_diag_dir(dir, ::getuid())) {
-      auto verdict = gpudiag::judge_diag_dir_problem(*problem, !g.diag.dir.empty(), g.diag.enabled);
-      if (verdict.fail_task) {
-        slurm_error("%s", verdict.message.c_str());
-        return -1;
-      }
-      if (local_id == 0) slurm_error("%s", verdict.message.c_str());
-      dir.clear();
-      hang_on = false;
-    }
-    if (!dir.empty()) wanted.emplace_back("GPUDIAG_DIAG_DIR", dir);
-  }
-  if (g.diag.enabled && !dir.empty()) {
-    wanted.emplace_back("NCCL_DEBUG", g.diag.nccl_level);
-    wanted.emplace_back("NCCL_DEBUG_SUBSYS", g.diag.nccl_subsys);
-    wanted.emplace_back("NCCL_DEBUG_FILE", dir + "/nccl.%h.%p.log");
-    wanted.emplace_back("TORCH_DISTRIBUTED_DEBUG", "INFO");
-  }
-  auto failfast = gpudiag::failfast_env(g.cfg.plugin.failfast, dir, hang_on, &env);
-  wanted.insert(wanted.end(), failfast.begin(), failfast.end());
-  gpudiag::apply_env(env, wanted);
-  if (g.diag.preflight.value_or(g.cfg.plugin.preflight.enabled) && !preflight_passes(env, t)) return -1;
-  start_output_relay(env, t, dir);
+  for (const auto& line : plan.notices) slurm_error("%s", line.c_str());
+  gpudiag::apply_env(env, plan.env);
+  if (plan.preflight && !preflight_passes(env, plan, local_id)) return -1;
+  start_output_relay(plan, t.rank);
   return 0;
 }
 
@@ -356,7 +295,7 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
       // step down with it; there the message is enough.
       return (ctx == S_CTX_LOCAL || ctx == S_CTX_REMOTE || ctx == S_CTX_ALLOCATOR) ? -1 : 0;
     }
-    g.cfg = *cfg;
+    g_opt.cfg = *cfg;
     if (ctx == S_CTX_LOCAL || ctx == S_CTX_REMOTE || ctx == S_CTX_ALLOCATOR) {
       for (auto& opt : kOptions) {
         if (spank_option_register(sp, &opt) != ESPANK_SUCCESS) {
@@ -373,7 +312,6 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   return guarded("options", -1, [&] {
     const spank_context_t ctx = spank_context();
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE) return 0;
-    // GPUDIAG_DIAG first, then --diag on top, item by item.
     std::string from_env;
     if (ctx == S_CTX_LOCAL) {
       const char* v = std::getenv("GPUDIAG_DIAG");
@@ -382,29 +320,17 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
       SpankEnv env(sp);
       from_env = env.get("GPUDIAG_DIAG").value_or("");
     }
-    DiagOptions base;
-    if (!from_env.empty()) {
-      auto parsed = gpudiag::parse_diag_list(from_env);
-      if (!parsed) {
-        if (ctx == S_CTX_REMOTE) return remote_failure(parsed.error() + " (from GPUDIAG_DIAG)");
-        slurm_error("%s (from GPUDIAG_DIAG)", parsed.error().c_str());
-        return -1;
-      }
-      base = *parsed;
+    auto merged = gpudiag::merge_diag_options(from_env, g_opt.diag_arg);
+    if (!merged) {
+      if (ctx == S_CTX_REMOTE) return remote_failure(merged.error());
+      slurm_error("%s", merged.error().c_str());
+      return -1;
     }
-    if (g.diag_option) {
-      auto parsed = gpudiag::parse_diag_list(g.diag_arg, base);
-      if (!parsed) {
-        if (ctx == S_CTX_REMOTE) return remote_failure(parsed.error());
-        slurm_error("%s", parsed.error().c_str());
-        return -1;
-      }
-      base = *parsed;
-    }
-    g.diag = base;
-    if (ctx == S_CTX_LOCAL && !g.diag.dir.empty()) {
+    g_opt.diag = *merged;
+    const std::string& named = g_opt.diag.dir;
+    if (ctx == S_CTX_LOCAL && !named.empty()) {
       // srun runs as the user: a named dir the user cannot write fails here, once.
-      if (auto why = gpudiag::judge_named_dir(g.diag.dir, gpudiag::read_named_dir_facts(g.diag.dir))) {
+      if (auto why = gpudiag::judge_named_dir(named, gpudiag::read_named_dir_facts(named))) {
         slurm_error("%s", why->c_str());
         return -1;
       }
@@ -419,7 +345,7 @@ int slurm_spank_user_init(spank_t, int, char**) {
     if (spank_context() != S_CTX_REMOTE) return 0;
     // Once per step and node, before the tasks fork: they inherit the result.
     gpudiag::RootedFs fs("/");
-    g.nccl_env = gpudiag::nccl_defaults(g.cfg.plugin, gpudiag::discover_ib(fs), g.cfg.ib);
+    g_stepd.nccl_env = gpudiag::nccl_defaults(g_opt.cfg.plugin, gpudiag::discover_ib(fs), g_opt.cfg.ib);
     return 0;
   });
 }
@@ -427,9 +353,8 @@ int slurm_spank_user_init(spank_t, int, char**) {
 int slurm_spank_local_user_init(spank_t sp, int, char**) {
   return guarded("local user init", 0, [&] {
     if (spank_context() != S_CTX_LOCAL) return 0;
-    g.have_step = spank_get_item(sp, S_JOB_ID, &g.job_id) == ESPANK_SUCCESS &&
-                  spank_get_item(sp, S_JOB_STEPID, &g.step_id) == ESPANK_SUCCESS;
-    if (spank_get_item(sp, S_JOB_UID, &g.job_uid) != ESPANK_SUCCESS) g.job_uid = ::getuid();
+    g_srun.have_step = item(sp, S_JOB_ID, g_srun.job_id) && item(sp, S_JOB_STEPID, g_srun.step_id);
+    if (!item(sp, S_JOB_UID, g_srun.job_uid)) g_srun.job_uid = ::getuid();
     return 0;
   });
 }
@@ -437,20 +362,16 @@ int slurm_spank_local_user_init(spank_t sp, int, char**) {
 // srun, after the step: what NCCL did, from the logs the tasks wrote (issue 7).
 int slurm_spank_exit(spank_t, int, char**) {
   return guarded("exit", 0, [&] {
-    if (spank_context() != S_CTX_LOCAL || !g.diag.enabled || !g.have_step) return 0;
-    std::string dir = g.diag.dir;
-    if (dir.empty()) {
-      // The tasks' rule: srun hands them its own directory as $SLURM_SUBMIT_DIR.
-      const char* submit = std::getenv("SLURM_SUBMIT_DIR");
-      char cwd[4096];
-      dir = gpudiag::default_diag_dir(submit ? submit : "", ::getcwd(cwd, sizeof cwd) ? cwd : "", g.job_id,
-                                      g.step_id);
-    }
+    if (spank_context() != S_CTX_LOCAL || !g_opt.diag.enabled || !g_srun.have_step) return 0;
+    // The tasks' rule: srun hands them its own directory as $SLURM_SUBMIT_DIR.
+    const char* submit = std::getenv("SLURM_SUBMIT_DIR");
+    const std::string dir =
+        gpudiag::diag_dir_path(g_opt.diag, submit ? submit : "", current_dir(), g_srun.job_id, g_srun.step_id);
     // The tasks did not use a dir whose name or owner is wrong, and said why; reading it
     // here would print control bytes, or summarize logs a neighbour planted.
     if (!gpudiag::safe_env_value(dir)) return 0;
     auto facts = gpudiag::read_dir_facts(dir);
-    if (facts.exists && gpudiag::distrust_diag_dir(facts, g.job_uid)) return 0;
+    if (facts.exists && gpudiag::distrust_diag_dir(facts, g_srun.job_uid)) return 0;
     std::string text = gpudiag::nccl_step_summary(dir);
     std::fwrite(text.data(), 1, text.size(), stderr);
     std::fflush(stderr);

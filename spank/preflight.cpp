@@ -10,6 +10,7 @@
 #include "nodeinfo/name_patterns.h"
 #include "nodeinfo/pci_devices.h"
 #include "nodeinfo/rooted_fs.h"
+#include "spank/visible_gpus.h"
 
 namespace gpudiag {
 namespace {
@@ -117,8 +118,7 @@ PreflightFacts gather_preflight(const PreflightSettings& s, const IbExpect& ib, 
   rlimit rl{};
   if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0) f.memlock = rl.rlim_cur;
   if (gpus_on_node) f.gpus_requested = std::atoi(gpus_on_node->c_str());
-  if (cuda_visible_devices)
-    f.gpus_visible = *cuda_visible_devices == "NoDevFiles" ? 0 : static_cast<int>(split(*cuda_visible_devices, ',').size());
+  f.gpus_visible = count_visible_gpus(cuda_visible_devices).value_or(-1);
   if (f.gpus_requested > 0)
     for (const auto& d : discover_pci(fs).devices) f.gpus_on_pci += d.is_nvidia_gpu();
   f.socket_ifname = socket_ifname.value_or("");

@@ -1,0 +1,112 @@
+// The step plan: what the plugin sets and starts in a task, from the site config, the
+// two --diag lists, the task's variables and its Slurm ids, all of them the user's or
+// the admin's text. Lines of the input:
+//   0 GPUDIAG_DIAG   1 --diag's argument   2 CUDA_VISIBLE_DEVICES   3 SLURM_SUBMIT_DIR
+//   4 SLURMD_NODENAME and the host name    5 SLURM_LABELIO          6 bytes: ids and switches
+//   the rest: the site config (YAML); the built-in defaults when it does not parse.
+#include <string>
+
+#include "fuzz/fuzz_input.h"
+#include "nodeinfo/config.h"
+#include "spank/env_writer.h"
+#include "spank/step_plan.h"
+#include "spank/visible_gpus.h"
+
+namespace {
+
+std::optional<std::string> field(const std::vector<std::string_view>& f, std::size_t i) {
+  if (i >= f.size()) return std::nullopt;
+  return std::string(f[i]);
+}
+
+// A small number from byte `i` of the switches, so ids stay in reach of each other.
+unsigned byte_at(std::string_view s, std::size_t i) { return i < s.size() ? static_cast<unsigned char>(s[i]) : 0; }
+
+void check_plan(const gpudiag::StepInputs& in, const gpudiag::StepPlan& plan) {
+  if (plan.fail) {
+    GPUDIAG_FUZZ_CHECK(plan.fail->rfind("gpudiag: ", 0) == 0);
+    GPUDIAG_FUZZ_CHECK(plan.env.empty());
+    return;
+  }
+  for (const auto& n : plan.notices) GPUDIAG_FUZZ_CHECK(n.rfind("gpudiag: ", 0) == 0);
+  if (in.ids.local_rank != 0) GPUDIAG_FUZZ_CHECK(plan.notices.empty());
+  // What reaches the task's environment is one printable line, by apply_env's own rule.
+  for (const auto& [name, value] : plan.env) {
+    GPUDIAG_FUZZ_CHECK(!name.empty() && name.find('=') == std::string::npos);
+    GPUDIAG_FUZZ_CHECK(gpudiag::safe_env_value(value));
+  }
+  if (!gpudiag::step_runs_tasks(in.ids.step_id)) {
+    GPUDIAG_FUZZ_CHECK(plan.env.empty() && !plan.preflight && !plan.tag && plan.hang.duration_s == 0);
+    return;
+  }
+  // The watchdog's report and torch's dumps need the dir: no watchdog without one.
+  if (plan.hang.duration_s > 0) GPUDIAG_FUZZ_CHECK(!plan.diag_dir.empty());
+  if (plan.diag_dir.empty()) GPUDIAG_FUZZ_CHECK(gpudiag::wanted_diag_dir(in).empty() || in.dir_problem);
+  else GPUDIAG_FUZZ_CHECK(plan.diag_dir == gpudiag::wanted_diag_dir(in) && !in.dir_problem);
+
+  for (int bits = 0; bits < 16; ++bits) {
+    gpudiag::StreamFacts s{(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0};
+    auto choice = gpudiag::plan_relay(plan, in.ids.rank, s);
+    if (choice.notice) GPUDIAG_FUZZ_CHECK(choice.notice->rfind("gpudiag: ", 0) == 0 && !choice.relay);
+    if (!choice.relay) continue;
+    GPUDIAG_FUZZ_CHECK(choice.relay->out || choice.relay->err);
+    if (choice.relay->tag_out) GPUDIAG_FUZZ_CHECK(plan.tag && s.out_forwarded && choice.relay->out);
+    if (choice.relay->tag_err) GPUDIAG_FUZZ_CHECK(plan.tag && s.err_forwarded && choice.relay->err);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  auto text = gpudiag::fuzz::as_text(data, size);
+  auto lines = gpudiag::fuzz::split(text, '\n');
+  const std::string_view bits = lines.size() > 6 ? lines[6] : std::string_view();
+  const unsigned flags = byte_at(bits, 0);
+
+  gpudiag::StepInputs in;
+  std::size_t config_at = 0;
+  for (std::size_t i = 0; i < 7 && i < lines.size(); ++i) config_at += lines[i].size() + 1;
+  if (config_at < text.size()) {
+    auto cfg = gpudiag::parse_config(text.substr(config_at), "fuzz.yaml");
+    if (cfg) in.cfg = *cfg;
+  }
+
+  const std::string from_env = field(lines, 0).value_or("");
+  const std::optional<std::string> option = (flags & 1) ? field(lines, 1).value_or("") : std::optional<std::string>();
+  auto merged = gpudiag::merge_diag_options(from_env, option);
+  if (!merged) {
+    GPUDIAG_FUZZ_CHECK(merged.error().rfind("gpudiag: ", 0) == 0);
+    return 0;
+  }
+  in.diag = *merged;
+
+  in.env.cuda_visible_devices = (flags & 2) ? field(lines, 2) : std::nullopt;
+  if (auto n = gpudiag::count_visible_gpus(in.env.cuda_visible_devices))
+    GPUDIAG_FUZZ_CHECK(*n >= 0 && static_cast<std::size_t>(*n) <= in.env.cuda_visible_devices->size());
+  in.env.submit_dir = (flags & 4) ? field(lines, 3) : std::nullopt;
+  in.env.nodename = (flags & 8) ? field(lines, 4) : std::nullopt;
+  in.env.labelio = (flags & 16) ? field(lines, 5) : std::nullopt;
+  in.hostname = field(lines, 4).value_or("");
+  in.cwd = (flags & 32) ? "" : "/home/u";
+  in.ids.master_addr = (flags & 64) ? field(lines, 4).value_or("") : "";
+
+  const unsigned steps[] = {0, 1, 0xfffffffa, 0xfffffffb, 0xfffffffc, 0xfffffffe, 4294967295u, 7};
+  in.ids.job_id = byte_at(bits, 1) * 65537u;
+  in.ids.step_id = steps[byte_at(bits, 2) % 8];
+  in.ids.world_size = 1 + static_cast<int>(byte_at(bits, 3));
+  in.ids.rank = static_cast<int>(byte_at(bits, 4)) % in.ids.world_size;
+  in.ids.local_world_size = 1 + static_cast<int>(byte_at(bits, 5) % 8);
+  in.ids.local_rank = in.ids.rank % in.ids.local_world_size;
+  in.ids.num_nodes = 1 + static_cast<int>(byte_at(bits, 6) % 16);
+  in.ids.node_rank = in.ids.rank % in.ids.num_nodes;
+  in.uid = byte_at(bits, 7) * 1000u;
+  if (flags & 128) in.nccl_env = {{"NCCL_IB_HCA", field(lines, 2).value_or("")}};
+
+  const std::string wanted = gpudiag::wanted_diag_dir(in);
+  const unsigned problem = byte_at(bits, 8) % 4;
+  if (!wanted.empty() && problem > 0)
+    in.dir_problem = gpudiag::DiagDirProblem{static_cast<gpudiag::DiagDirProblem::Kind>(problem - 1),
+                                             "the diag dir " + wanted + " is unusable"};
+  check_plan(in, gpudiag::plan_step(in));
+  return 0;
+}

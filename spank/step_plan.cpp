@@ -1,0 +1,166 @@
+#include "spank/step_plan.h"
+
+#include <algorithm>
+
+#include "spank/failfast_env.h"
+#include "spank/line_prefixer.h"
+#include "spank/visible_gpus.h"
+
+namespace gpudiag {
+namespace {
+
+constexpr std::uint32_t kBatchStep = 0xfffffffb;
+constexpr std::uint32_t kExternStep = 0xfffffffc;
+constexpr std::uint32_t kInteractiveStep = 0xfffffffa;
+
+// --diag items win over the site's settings; each rule is decided once, here.
+double hang_seconds(const DiagOptions& d, const PluginSettings& p) { return d.hang_s.value_or(p.hang.duration_s); }
+
+bool prefix_wanted(const DiagOptions& d, const PluginSettings& p, int world_size) {
+  if (d.prefix) return *d.prefix;
+  if (p.prefix == "always") return true;
+  if (p.prefix == "never") return false;
+  return world_size > 1;
+}
+
+HangWatch hang_watch(const StepInputs& in, const std::string& diag_dir, const std::string& host) {
+  const PluginSettings& p = in.cfg.plugin;
+  HangWatch w;
+  w.duration_s = hang_seconds(in.diag, p);
+  w.kill = in.diag.hang_action.value_or(p.hang.action) == "kill";
+  w.cpu = p.hang.cpu;
+  w.kill_grace_s = p.hang.kill_grace_s;
+  w.step = std::to_string(in.ids.job_id) + "." + std::to_string(in.ids.step_id);
+  w.state_dir = hang_state_dir(in.uid, w.step);
+  w.diag_dir = diag_dir;
+  w.host = host;
+  w.rank = in.ids.rank;
+  return w;
+}
+
+void append(EnvList& to, const EnvList& from) { to.insert(to.end(), from.begin(), from.end()); }
+
+}  // namespace
+
+Result<DiagOptions> merge_diag_options(std::string_view from_env, const std::optional<std::string>& option) {
+  DiagOptions base;
+  if (!from_env.empty()) {
+    auto parsed = parse_diag_list(from_env);
+    if (!parsed) return Result<DiagOptions>::failure(parsed.error() + " (from GPUDIAG_DIAG)");
+    base = *parsed;
+  }
+  if (option) return parse_diag_list(*option, base);
+  return base;
+}
+
+bool step_runs_tasks(std::uint32_t step_id) {
+  return step_id != kBatchStep && step_id != kExternStep && step_id != kInteractiveStep;
+}
+
+TaskEnv read_task_env(EnvTarget& env) {
+  TaskEnv t;
+  t.cuda_visible_devices = env.get("CUDA_VISIBLE_DEVICES");
+  t.step_nodelist = env.get("SLURM_STEP_NODELIST");
+  t.job_nodelist = env.get("SLURM_JOB_NODELIST");
+  t.submit_dir = env.get("SLURM_SUBMIT_DIR");
+  t.labelio = env.get("SLURM_LABELIO");
+  t.nodename = env.get("SLURMD_NODENAME");
+  return t;
+}
+
+std::string master_nodelist(const TaskEnv& env) {
+  if (env.step_nodelist) return *env.step_nodelist;
+  return env.job_nodelist.value_or("");
+}
+
+std::string diag_dir_path(const DiagOptions& diag, const std::string& submit_dir, const std::string& cwd,
+                          std::uint32_t job_id, std::uint32_t step_id) {
+  if (!diag.dir.empty()) return diag.dir;
+  return default_diag_dir(submit_dir, cwd, job_id, step_id);
+}
+
+std::string short_host(const std::optional<std::string>& slurmd_nodename, const std::string& hostname) {
+  std::string host = slurmd_nodename.value_or("");
+  if (host.empty()) host = hostname;
+  return host.substr(0, host.find('.'));
+}
+
+std::string wanted_diag_dir(const StepInputs& in) {
+  if (!step_runs_tasks(in.ids.step_id)) return "";
+  // The hang watchdog's report needs the diag dir even when only the site turned it on.
+  if (!in.diag.enabled && !(hang_seconds(in.diag, in.cfg.plugin) > 0)) return "";
+  return diag_dir_path(in.diag, in.env.submit_dir.value_or(""), in.cwd, in.ids.job_id, in.ids.step_id);
+}
+
+StepPlan plan_step(const StepInputs& in) {
+  StepPlan plan;
+  if (!step_runs_tasks(in.ids.step_id)) return plan;
+  const PluginSettings& p = in.cfg.plugin;
+  const DiagOptions& d = in.diag;
+
+  TaskIds t = in.ids;
+  const int gpus = count_visible_gpus(in.env.cuda_visible_devices).value_or(0);
+  t.nproc_per_node = p.nproc_per_node > 0 ? p.nproc_per_node : (gpus > 0 ? gpus : 1);
+  const PortRange range{p.master_port_first, p.master_port_last};
+  if (p.torch_env && !t.master_addr.empty()) append(plan.env, torch_env(t, range));
+  if (p.torchrun_env && !t.master_addr.empty()) append(plan.env, torchrun_env(t, range));
+  append(plan.env, in.nccl_env);
+
+  bool hang_on = hang_seconds(d, p) > 0;
+  std::string dir = wanted_diag_dir(in);
+  if (!dir.empty() && in.dir_problem) {
+    auto verdict = judge_diag_dir_problem(*in.dir_problem, !d.dir.empty(), d.enabled);
+    if (verdict.fail_task) {
+      StepPlan failed;
+      failed.fail = verdict.message;
+      return failed;
+    }
+    if (t.local_rank == 0) plan.notices.push_back(verdict.message);
+    dir.clear();
+    hang_on = false;
+  }
+  if (!dir.empty()) plan.env.emplace_back("GPUDIAG_DIAG_DIR", dir);
+  if (d.enabled && !dir.empty()) {
+    plan.env.emplace_back("NCCL_DEBUG", d.nccl_level);
+    plan.env.emplace_back("NCCL_DEBUG_SUBSYS", d.nccl_subsys);
+    plan.env.emplace_back("NCCL_DEBUG_FILE", dir + "/nccl.%h.%p.log");
+    plan.env.emplace_back("TORCH_DISTRIBUTED_DEBUG", "INFO");
+  }
+  append(plan.env, failfast_env(p.failfast, dir, hang_on, in.user_env));
+  // apply_env refuses these too; leaving them out here keeps the plan what is applied.
+  plan.env.erase(std::remove_if(plan.env.begin(), plan.env.end(),
+                                [](const auto& kv) { return !safe_env_value(kv.second); }),
+                 plan.env.end());
+
+  plan.diag_dir = dir;
+  plan.preflight = d.preflight.value_or(p.preflight.enabled);
+  plan.host = short_host(in.env.nodename, in.hostname);
+  // srun --label already tags lines.
+  plan.tag = prefix_wanted(d, p, t.world_size) && in.env.labelio.value_or("") != "1";
+  plan.tag_text = expand_prefix_format(p.prefix_format, plan.host, t.rank, t.local_rank);
+  if (!dir.empty()) plan.hang = hang_watch(in, dir, plan.host);
+  plan.hang_asked = d.hang_s.has_value();
+  return plan;
+}
+
+RelayChoice plan_relay(const StepPlan& plan, int rank, const StreamFacts& streams) {
+  RelayChoice choice;
+  RelayPlan r;
+  r.hang = plan.hang;
+  const bool watch = r.hang.duration_s > 0;
+  r.tag_out = plan.tag && streams.out_forwarded;
+  r.tag_err = plan.tag && streams.err_forwarded;
+  // The watchdog sees output on every stream that is not a terminal.
+  r.out = r.tag_out || (watch && !streams.out_tty);
+  r.err = r.tag_err || (watch && !streams.err_tty);
+  if (watch && !r.out && !r.err && plan.hang_asked)
+    choice.notice = "gpudiag: hang=: no hang watchdog for task " + std::to_string(rank) +
+                    ": its output goes to a terminal (srun --pty), which the watchdog cannot watch; run the step "
+                    "without --pty to have one";
+  if (!r.out && !r.err) return choice;
+  r.tag = plan.tag_text;
+  choice.relay = r;
+  return choice;
+}
+
+}  // namespace gpudiag

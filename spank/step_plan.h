@@ -1,0 +1,103 @@
+#pragma once
+// The step plan: every decision the plugin makes for a task, as one pure function of
+// what it reads (the site config, the --diag list, a few variables, the Slurm ids), so
+// that the rules are unit-tested and fuzzed instead of living in the module's glue.
+// The glue reads Slurm items and the environment, does the I/O the plan asks for
+// (claiming the diag dir, the preflight, looking at fds 1 and 2) and applies the plan.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nodeinfo/config.h"
+#include "nodeinfo/result.h"
+#include "spank/diag_dir.h"
+#include "spank/diag_options.h"
+#include "spank/dist_env.h"
+#include "spank/env_writer.h"
+#include "spank/hang_watchdog.h"
+#include "spank/output_relay.h"
+
+namespace gpudiag {
+
+// GPUDIAG_DIAG first, then --diag on top, item by item. `option` is --diag's argument
+// (empty for a bare --diag), nullopt when --diag was not given. Errors are messages.
+Result<DiagOptions> merge_diag_options(std::string_view from_env, const std::optional<std::string>& option);
+
+// Batch scripts, the extern step and salloc's interactive step run no srun tasks: no
+// per-task values go there (DESIGN §3).
+bool step_runs_tasks(std::uint32_t step_id);
+
+// The task's variables the plan reads (a SPANK task reads them through spank_getenv).
+struct TaskEnv {
+  std::optional<std::string> cuda_visible_devices;
+  std::optional<std::string> step_nodelist;  // SLURM_STEP_NODELIST
+  std::optional<std::string> job_nodelist;   // SLURM_JOB_NODELIST
+  std::optional<std::string> submit_dir;     // SLURM_SUBMIT_DIR
+  std::optional<std::string> labelio;        // SLURM_LABELIO: srun --label
+  std::optional<std::string> nodename;       // SLURMD_NODENAME
+};
+TaskEnv read_task_env(EnvTarget& env);
+
+// The nodelist whose first host is MASTER_ADDR: the step's, else the job's.
+std::string master_nodelist(const TaskEnv& env);
+
+// The diag dir's path by the one rule for tasks and srun's summary: dir= if given,
+// else the default under the submit dir (or `cwd`).
+std::string diag_dir_path(const DiagOptions& diag, const std::string& submit_dir, const std::string& cwd,
+                          std::uint32_t job_id, std::uint32_t step_id);
+
+// The short node name for the prefix, the hang report and preflight messages.
+std::string short_host(const std::optional<std::string>& slurmd_nodename, const std::string& hostname);
+
+struct StepInputs {
+  Config cfg;
+  DiagOptions diag;   // merged by merge_diag_options
+  TaskIds ids;        // from Slurm's items; master_addr already resolved from master_nodelist
+  TaskEnv env;
+  EnvList nccl_env;   // this node's NCCL defaults (nccl_defaults, once per step and node)
+  std::string cwd;
+  std::string hostname;
+  uid_t uid = 0;      // the task's user: whose diag dir and hang state it is
+  // What claim_diag_dir said about wanted_diag_dir(*this); nullopt: claimed.
+  std::optional<DiagDirProblem> dir_problem;
+  // The task's environment, read only: a fail-fast value the user set under a torch
+  // variable's old or new name is kept for both (failfast_env). Null: none set.
+  EnvTarget* user_env = nullptr;
+};
+
+// The dir the task must claim before planning, or "" when the step needs none.
+std::string wanted_diag_dir(const StepInputs& in);
+
+struct StepPlan {
+  std::optional<std::string> fail;    // the program must not start; every task says this
+  std::vector<std::string> notices;   // lines for the user, from local task 0 only
+  EnvList env;                        // for apply_env, in this order
+  std::string diag_dir;               // empty: none
+  bool preflight = false;
+  std::string host;                   // short node name
+  bool tag = false;                   // wants the output prefix (and srun --label is not on)
+  std::string tag_text;               // e.g. "[node7:3]"
+  HangWatch hang;                     // duration 0: no watchdog
+  bool hang_asked = false;            // hang= came from the user, not only the site
+};
+
+StepPlan plan_step(const StepInputs& in);
+
+// What the task's fds 1 and 2 are (fstat, isatty): only output that slurmstepd forwards
+// to srun (a pipe or socket) gets a prefix; a regular file is -o out.%t, a terminal --pty.
+struct StreamFacts {
+  bool out_forwarded = false, err_forwarded = false;
+  bool out_tty = false, err_tty = false;
+};
+
+struct RelayChoice {
+  std::optional<RelayPlan> relay;     // nullopt: no relay at all
+  std::optional<std::string> notice;  // why an asked-for watchdog is missing
+};
+RelayChoice plan_relay(const StepPlan& plan, int rank, const StreamFacts& streams);
+
+}  // namespace gpudiag
