@@ -1,4 +1,6 @@
 #include "healthcheck/gpu_probe.h"
+#include "nodeinfo/text_lists.h"
+#include "nodeinfo/this_host.h"
 #include "healthcheck/probe_fields.h"
 
 #include <fmt/format.h>
@@ -18,19 +20,6 @@ std::string signal_text(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
   const char* desc = ::sigdescr_np(sig);
   return fmt::format("SIG{} ({})", abbrev ? abbrev : std::to_string(sig).c_str(), desc ? desc : "unknown signal");
-}
-
-std::string first_line(const std::string& s) {
-  std::string line = s.substr(0, s.find('\n'));
-  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
-}
-
-std::string self_dir() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  std::string path(buf, static_cast<std::size_t>(n));
-  return path.substr(0, path.rfind('/'));
 }
 
 }  // namespace
@@ -96,7 +85,7 @@ std::string locate_probe(const GpuExpect& expect, std::vector<std::string>& look
   if (!expect.probe.empty()) {
     candidates.push_back(expect.probe);
   } else {
-    std::string dir = self_dir();
+    std::string dir = self_exe_dir();
     if (!dir.empty()) candidates.push_back(dir + "/../libexec/gpudiag/gpudiag-gpu-probe");
     candidates.push_back(std::string(GPUDIAG_LIBEXEC_DIR) + "/gpudiag/gpudiag-gpu-probe");
   }

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "healthcheck/check_runner.h"
+#include "nodeinfo/text_lists.h"
+#include "nodeinfo/this_host.h"
 #include "healthcheck/drain_policy.h"
 #include "healthcheck/slurm_node.h"
 #include "healthcheck/formats.h"
@@ -25,26 +27,6 @@ constexpr int kExitUnknown = 3;
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "%s\n", msg.c_str());
   return kExitUnknown;
-}
-
-std::string short_hostname() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  std::string h = buf;
-  return h.substr(0, h.find('.'));
-}
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    auto comma = s.find(',', start);
-    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
 }
 
 void write_all(const std::string& s) {
@@ -142,7 +124,7 @@ int run(int argc, char** argv) {
   if (quick) {
     opts.checks = gpudiag::quick_checks();
   } else if (!checks_arg.empty()) {
-    opts.checks = split_list(checks_arg);
+    opts.checks = gpudiag::split_list(checks_arg);
     if (opts.checks.empty()) return usage_error("gpudiag-health: --checks is empty");
     for (const auto& c : opts.checks) {
       const auto& known = gpudiag::known_checks();
@@ -154,7 +136,7 @@ int run(int argc, char** argv) {
   }
   opts.timeout_s = timeout > 0 ? timeout : cfg.health.timeout_s;
   opts.want_topology = verbose || format == "json";
-  if (node.empty()) node = cfg.health.node_name.empty() ? short_hostname() : cfg.health.node_name;
+  if (node.empty()) node = cfg.health.node_name.empty() ? gpudiag::short_hostname() : cfg.health.node_name;
 
   gpudiag::RootedFs fs(fs_root);
   gpudiag::CheckContext ctx{fs, cfg, opts.want_topology};

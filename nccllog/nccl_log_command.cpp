@@ -1,4 +1,5 @@
 #include "nccllog/nccl_log_command.h"
+#include "nodeinfo/this_host.h"
 
 #include <unistd.h>
 
@@ -9,7 +10,7 @@
 #include "nccllog/nccl_log_report.h"
 #include "nodeinfo/duration.h"
 #include "nodeinfo/ib_discovery.h"
-#include "nodeinfo/join.h"
+#include "nodeinfo/text_lists.h"
 
 namespace gpudiag {
 
@@ -32,9 +33,8 @@ std::set<std::string> local_hosts_with_active_ib(const std::string& fs_root) {
   if (!active) return out;
   char buf[256] = {};
   ::gethostname(buf, sizeof buf - 1);
-  std::string host = buf;
-  out.insert(host.substr(0, host.find('.')));
-  out.insert(host);
+  out.insert(short_name(buf));
+  out.insert(buf);
   return out;
 }
 

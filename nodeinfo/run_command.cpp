@@ -1,4 +1,5 @@
 #include "nodeinfo/run_command.h"
+#include "nodeinfo/text_lists.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -36,12 +37,6 @@ bool drain_into(int fd, std::string& into, std::size_t max) {
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
     return false;
   }
-}
-
-std::string first_line(const std::string& s) {
-  std::string line = s.substr(0, s.find('\n'));
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "spank/preflight.h"
+#include "nodeinfo/text_lists.h"
 
 #include <sys/statvfs.h>
 
@@ -29,15 +30,6 @@ std::string human_bytes(unsigned long long b) {
   std::string s = o.str();
   if (s.find(".00 ") != std::string::npos) s.erase(s.find(".00 "), 3);
   return s;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!item.empty()) out.push_back(item);
-  return out;
 }
 
 }  // namespace
@@ -87,7 +79,7 @@ std::vector<std::string> evaluate_preflight(const PreflightFacts& f) {
   }
   // Exact interface names (=eth0,ib0) must exist; prefixes and ^exclusions are NCCL's to match.
   if (!f.socket_ifname.empty() && f.socket_ifname[0] == '=') {
-    for (const auto& name : split(f.socket_ifname.substr(1), ',')) {
+    for (const auto& name : split_list(f.socket_ifname.substr(1))) {
       bool found = false;
       for (const auto& i : f.interfaces) found |= i == name;
       if (!found)

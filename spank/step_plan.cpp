@@ -1,4 +1,5 @@
 #include "spank/step_plan.h"
+#include "nodeinfo/this_host.h"
 
 #include <algorithm>
 
@@ -81,8 +82,7 @@ std::string diag_dir_path(const DiagOptions& diag, const std::string& submit_dir
 
 std::string short_host(const std::optional<std::string>& slurmd_nodename, const std::string& hostname) {
   std::string host = slurmd_nodename.value_or("");
-  if (host.empty()) host = hostname;
-  return host.substr(0, host.find('.'));
+  return short_name(host.empty() ? hostname : host);
 }
 
 std::string wanted_diag_dir(const StepInputs& in) {

@@ -1,4 +1,5 @@
 #include "spank/step_summary.h"
+#include "nodeinfo/this_host.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -15,13 +16,6 @@ namespace {
 
 constexpr std::uint64_t kSummaryBytes = 256ull << 20;
 
-std::string short_host() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  std::string h = buf;
-  return h.substr(0, h.find('.'));
-}
-
 bool has_nccl_logs(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return false;
@@ -37,12 +31,12 @@ bool has_nccl_logs(const std::string& dir) {
 std::string nccl_step_summary(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return "gpudiag: the diag dir " + dir + " cannot be seen from " + short_host() +
+    return "gpudiag: the diag dir " + dir + " cannot be seen from " + short_hostname() +
            " (where srun runs): the step made none (see above), or it is on the nodes only: there, run `gpudiag "
            "nccl-log " + dir + "`\n";
   if (!has_nccl_logs(dir))
     return "gpudiag: no NCCL logs in " + dir + " (the step did not use NCCL, or it is not visible from " +
-           short_host() + ")\n";
+           short_hostname() + ")\n";
   NcclLogAnalyzer analyzer;
   ReadLimits limits;
   limits.max_total_bytes = kSummaryBytes;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nccllog/nccl_log_command.h"
+#include "nodeinfo/this_host.h"
 #include "nodeinfo/proc_tree.h"
 #include "spank/stack_report.h"
 #include "stacks/job_owner.h"
@@ -25,17 +26,8 @@ extern char** environ;
 namespace {
 
 std::string self_path(const char* argv0) {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) return std::string(buf, static_cast<std::size_t>(n));
-  return argv0;
-}
-
-std::string host() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  std::string h = buf;
-  return h.substr(0, h.find('.'));
+  std::string self = gpudiag::self_exe_path();
+  return self.empty() ? argv0 : self;
 }
 
 constexpr double kSlurmTimeout = 10;
@@ -47,7 +39,7 @@ int local_report(const gpudiag::StepId& id, double timeout) {
   std::string what = id.job + (id.step ? "." + *id.step : std::string(" (all steps)"));
   auto listed = gpudiag::list_job_pids(id.job, kSlurmTimeout);
   if (!listed) {
-    std::cerr << "gpudiag: stacks on " << host() << ": cannot get the processes of job " << what
+    std::cerr << "gpudiag: stacks on " << gpudiag::short_hostname() << ": cannot get the processes of job " << what
               << " from Slurm: " << listed.error() << "\n";
     return 3;
   }
@@ -55,10 +47,10 @@ int local_report(const gpudiag::StepId& id, double timeout) {
   std::vector<gpudiag::TaskRoot> roots;
   for (const auto& t : tasks) roots.push_back({t.rank, t.pid});
   if (roots.empty()) {
-    std::cout << "gpudiag stacks: " << host() << ": no processes of job " << what << " on this node\n";
+    std::cout << "gpudiag stacks: " << gpudiag::short_hostname() << ": no processes of job " << what << " on this node\n";
     return 0;
   }
-  std::cout << gpudiag::stack_report("gpudiag stacks: job " + what + " on " + host() + ", " +
+  std::cout << gpudiag::stack_report("gpudiag stacks: job " + what + " on " + gpudiag::short_hostname() + ", " +
                                          std::to_string(roots.size()) + " task(s)",
                                      roots, gpudiag::find_stack_tools(), timeout);
   return 0;

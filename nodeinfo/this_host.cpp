@@ -1,0 +1,26 @@
+#include "nodeinfo/this_host.h"
+
+#include <unistd.h>
+
+namespace gpudiag {
+
+std::string short_name(const std::string& name) { return name.substr(0, name.find('.')); }
+
+std::string short_hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+  return short_name(buf);
+}
+
+std::string self_exe_path() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+}
+
+std::string self_exe_dir() {
+  std::string path = self_exe_path();
+  return path.substr(0, path.empty() ? 0 : path.rfind('/'));
+}
+
+}  // namespace gpudiag
