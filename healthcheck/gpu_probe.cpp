@@ -1,7 +1,7 @@
 #include "healthcheck/gpu_probe.h"
+#include "healthcheck/probe_fields.h"
 #include "nodeinfo/text_lists.h"
 #include "nodeinfo/this_host.h"
-#include "healthcheck/probe_fields.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

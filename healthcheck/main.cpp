@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "healthcheck/check_runner.h"
+#include "healthcheck/drain_policy.h"
+#include "healthcheck/formats.h"
+#include "healthcheck/slurm_node.h"
+#include "nodeinfo/config.h"
 #include "nodeinfo/text_lists.h"
 #include "nodeinfo/this_host.h"
-#include "healthcheck/drain_policy.h"
-#include "healthcheck/slurm_node.h"
-#include "healthcheck/formats.h"
-#include "nodeinfo/config.h"
 
 namespace {
 

@@ -1,5 +1,4 @@
 #include "nccllog/nccl_log_command.h"
-#include "nodeinfo/this_host.h"
 
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include "nodeinfo/duration.h"
 #include "nodeinfo/ib_discovery.h"
 #include "nodeinfo/text_lists.h"
+#include "nodeinfo/this_host.h"
 
 namespace gpudiag {
 

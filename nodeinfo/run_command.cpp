@@ -1,5 +1,4 @@
 #include "nodeinfo/run_command.h"
-#include "nodeinfo/text_lists.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -11,6 +10,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+
+#include "nodeinfo/text_lists.h"
 
 extern char** environ;
 

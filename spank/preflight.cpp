@@ -1,5 +1,4 @@
 #include "spank/preflight.h"
-#include "nodeinfo/text_lists.h"
 
 #include <sys/statvfs.h>
 
@@ -11,6 +10,7 @@
 #include "nodeinfo/name_patterns.h"
 #include "nodeinfo/pci_devices.h"
 #include "nodeinfo/rooted_fs.h"
+#include "nodeinfo/text_lists.h"
 #include "spank/visible_gpus.h"
 
 namespace gpudiag {

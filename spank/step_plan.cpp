@@ -1,8 +1,8 @@
 #include "spank/step_plan.h"
-#include "nodeinfo/this_host.h"
 
 #include <algorithm>
 
+#include "nodeinfo/this_host.h"
 #include "spank/failfast_env.h"
 #include "spank/line_prefixer.h"
 #include "spank/visible_gpus.h"

@@ -1,5 +1,4 @@
 #include "spank/step_summary.h"
-#include "nodeinfo/this_host.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -10,6 +9,7 @@
 #include "nccllog/nccl_log_problems.h"
 #include "nccllog/nccl_log_reader.h"
 #include "nccllog/nccl_log_report.h"
+#include "nodeinfo/this_host.h"
 
 namespace gpudiag {
 namespace {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "nccllog/nccl_log_command.h"
-#include "nodeinfo/this_host.h"
 #include "nodeinfo/proc_tree.h"
+#include "nodeinfo/this_host.h"
 #include "spank/stack_report.h"
 #include "stacks/job_owner.h"
 #include "stacks/step_processes.h"
