@@ -57,11 +57,6 @@ struct Shared {
 
 }  // namespace
 
-const std::vector<std::string>& quick_checks() {
-  static const std::vector<std::string> kQuick = {"ib", "acs", "iommu", "gpu"};
-  return kQuick;
-}
-
 const CheckTable& builtin_checks() {
   static const CheckTable kTable = {
       {"ib", run_ib_check}, {"acs", run_acs_check}, {"iommu", run_iommu_check}, {"gpu", run_gpu_check},

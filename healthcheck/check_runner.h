@@ -9,6 +9,7 @@
 
 #include "healthcheck/check_context.h"
 #include "healthcheck/report.h"
+#include "nodeinfo/check_names.h"
 
 namespace gpudiag {
 
@@ -28,9 +29,7 @@ struct RunOutcome {
 using CheckFn = std::function<CheckResult(const CheckContext&)>;
 using CheckTable = std::map<std::string, CheckFn>;
 
-// The checks that --quick runs and that run by default: none of them needs a GPU.
-const std::vector<std::string>& quick_checks();
-// Name -> implementation for every check this build has.
+// Name -> implementation for every check in kCheckNames (nodeinfo/check_names.h).
 const CheckTable& builtin_checks();
 RunOutcome run_checks(const CheckContext& ctx, const RunOptions& opts, const std::string& node,
                       const CheckTable& table = builtin_checks());

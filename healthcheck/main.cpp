@@ -129,7 +129,8 @@ int run(int argc, char** argv) {
     for (const auto& c : opts.checks) {
       const auto& known = gpudiag::known_checks();
       if (std::find(known.begin(), known.end(), c) == known.end())
-        return usage_error(fmt::format("gpudiag-health: --checks: unknown check '{}' (known: ib,acs,iommu,gpu,p2p,nccl)", c));
+        return usage_error(
+            fmt::format("gpudiag-health: --checks: unknown check '{}' (known: {})", c, gpudiag::known_checks_text()));
     }
   } else {
     opts.checks = cfg.health.checks.empty() ? gpudiag::quick_checks() : cfg.health.checks;

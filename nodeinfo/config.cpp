@@ -1,5 +1,6 @@
 #include "nodeinfo/config.h"
 
+#include "nodeinfo/check_names.h"
 #include "nodeinfo/duration.h"
 
 #include <fcntl.h>
@@ -308,11 +309,6 @@ std::string policy_name(Policy p) {
     case Policy::ignore: return "ignore";
   }
   return "?";
-}
-
-const std::vector<std::string>& known_checks() {
-  static const std::vector<std::string> kChecks = {"ib", "acs", "iommu", "gpu", "p2p", "nccl"};
-  return kChecks;
 }
 
 Result<Config> parse_config(std::string_view yaml_text, const std::string& source) {

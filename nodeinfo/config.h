@@ -150,7 +150,6 @@ struct Config {
 };
 
 // Every check gpudiag-health knows, in run order.
-const std::vector<std::string>& known_checks();
 
 // Parses YAML text; `source` names it in error messages.
 Result<Config> parse_config(std::string_view yaml_text, const std::string& source);

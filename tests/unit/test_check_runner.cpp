@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -68,4 +69,16 @@ TEST(Runner, ExceptionInCheckIsUnknownNotACrash) {
 
 TEST(Runner, UnbuiltCheckIsUnknown) {
   EXPECT_EQ(run_checks(ctx(), checks({"nccl"}), "n").report.status, Status::unknown);
+}
+
+// One list of checks (nodeinfo/check_names.h): the checker has a function for exactly
+// those names, and --quick is the ones that need no GPU.
+TEST(CheckNames, TheTableOfFunctionsNamesExactlyTheRegistry) {
+  std::vector<std::string> in_table;
+  for (const auto& [name, fn] : gpudiag::builtin_checks()) in_table.push_back(name);
+  std::vector<std::string> registry = gpudiag::known_checks();
+  std::sort(registry.begin(), registry.end());
+  EXPECT_EQ(in_table, registry);  // std::map: sorted
+  EXPECT_EQ(gpudiag::quick_checks(), (std::vector<std::string>{"ib", "acs", "iommu", "gpu"}));
+  EXPECT_EQ(gpudiag::known_checks_text(), "ib,acs,iommu,gpu,p2p,nccl");
 }
