@@ -219,7 +219,7 @@ std::string short_host(gpudiag::EnvTarget& env) {
 void start_output_relay(gpudiag::EnvTarget& env, const gpudiag::TaskIds& t, const std::string& diag_dir) {
   const std::string host = short_host(env);
   gpudiag::RelayPlan plan;
-  if (!diag_dir.empty()) plan.hang = hang_watch(t, diag_dir, host);
+  plan.hang = hang_watch(t, diag_dir, host);  // with no diag dir, its report goes to stderr
   const bool watch = plan.hang.duration_s > 0;
   // srun --label already tags lines.
   const bool tag = prefix_wanted(t.world_size) && env.get("SLURM_LABELIO").value_or("") != "1";
@@ -310,14 +310,13 @@ int task_init(spank_t sp) {
     // task_init runs as the user: the directory is the user's, and a place the user
     // may not write is refused by the kernel, not by us as root.
     if (auto problem = gpudiag::claim_diag_dir(dir, ::getuid())) {
-      auto verdict = gpudiag::judge_diag_dir_problem(*problem, !g.diag.dir.empty(), g.diag.enabled);
+      auto verdict = gpudiag::judge_diag_dir_problem(*problem, !g.diag.dir.empty(), g.diag.enabled, hang_on);
       if (verdict.fail_task) {
         slurm_error("%s", verdict.message.c_str());
         return -1;
       }
       if (local_id == 0) slurm_error("%s", verdict.message.c_str());
       dir.clear();
-      hang_on = false;
     }
     if (!dir.empty()) wanted.emplace_back("GPUDIAG_DIAG_DIR", dir);
   }
