@@ -5,6 +5,7 @@
 #include "fuzz/fuzz_input.h"
 #include "healthcheck/drain_policy.h"
 #include "healthcheck/slurm_node.h"
+#include "nodeinfo/control_bytes.h"
 #include "stacks/step_processes.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -19,12 +20,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   report.add(ib);
   auto reason = gpudiag::drain_reason(report, "gpudiag:");
   GPUDIAG_FUZZ_CHECK(reason.size() <= gpudiag::kMaxDrainReason);
-  for (unsigned char c : reason) GPUDIAG_FUZZ_CHECK(c >= 0x20 && c != 0x7f);
+  GPUDIAG_FUZZ_CHECK(gpudiag::is_one_printable_line(reason));
 
   if (node) {
     auto d = gpudiag::decide_drain(report, *node, true, true, "gpudiag:");
     if (d.action == gpudiag::NodeAction::drain)
-      for (unsigned char c : d.reason) GPUDIAG_FUZZ_CHECK(c >= 0x20 && c != 0x7f);
+      GPUDIAG_FUZZ_CHECK(gpudiag::is_one_printable_line(d.reason));
     auto standing = gpudiag::node_standing(*node, "gpudiag:");
     // Never touch a node someone else took out (or Slurm is busy with), nor a drain
     // someone else set; resume only our own drain.

@@ -39,8 +39,10 @@ void check_plan(const gpudiag::StepInputs& in, const gpudiag::StepPlan& plan) {
     GPUDIAG_FUZZ_CHECK(plan.env.empty() && !plan.preflight && !plan.tag && plan.hang.duration_s == 0);
     return;
   }
-  // The watchdog's report and torch's dumps need the dir: no watchdog without one.
-  if (plan.hang.duration_s > 0) GPUDIAG_FUZZ_CHECK(!plan.diag_dir.empty());
+  // A taken or missing diag dir never switches the watchdog off: its report goes to
+  // stderr then, so the watchdog is on exactly when a hang duration is set.
+  GPUDIAG_FUZZ_CHECK((plan.hang.duration_s > 0) == (gpudiag::hang_seconds(in.diag, in.cfg.plugin) > 0));
+  GPUDIAG_FUZZ_CHECK(plan.hang.diag_dir == plan.diag_dir);
   if (plan.diag_dir.empty()) GPUDIAG_FUZZ_CHECK(gpudiag::wanted_diag_dir(in).empty() || in.dir_problem);
   else GPUDIAG_FUZZ_CHECK(plan.diag_dir == gpudiag::wanted_diag_dir(in) && !in.dir_problem);
 

@@ -6,6 +6,8 @@
 #include <array>
 #include <string_view>
 
+#include "nodeinfo/control_bytes.h"
+
 namespace gpudiag {
 namespace {
 
@@ -48,9 +50,7 @@ Standing node_standing(const SlurmNodeState& node, const std::string& prefix) {
 }
 
 std::string drain_reason(const Report& report, const std::string& prefix) {
-  std::string line = prefix + " " + headline(report);
-  for (char& ch : line)
-    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = ' ';
+  std::string line = replace_control(prefix + " " + headline(report), ' ');
   if (line.size() > kMaxDrainReason) line = line.substr(0, kMaxDrainReason - 3) + "...";
   return line;
 }

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "healthcheck/formats.h"
+#include "nodeinfo/control_bytes.h"
 
 namespace gpudiag {
 
@@ -9,9 +10,7 @@ std::string format_nhc(const Report& r) {
   if (r.status == Status::ok || r.status == Status::warning) return "";
   std::string line = "gpudiag: " + headline(r);
   // NHC hands the line to Slurm as a drain reason: one line, no control characters.
-  for (char& ch : line)
-    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = ' ';
-  return line + "\n";
+  return replace_control(line, ' ') + "\n";
 }
 
 }  // namespace gpudiag

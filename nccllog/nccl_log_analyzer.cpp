@@ -4,6 +4,7 @@
 
 #include "nccllog/nccl_log_facts.h"
 #include "nccllog/nccl_log_line.h"
+#include "nodeinfo/control_bytes.h"
 
 namespace gpudiag {
 namespace {
@@ -19,8 +20,9 @@ std::string normalise_warning(std::string_view msg) {
       i += 2;
       while (i < msg.size() && std::isxdigit(static_cast<unsigned char>(msg[i]))) ++i;
       --i;
-    } else if (static_cast<unsigned char>(msg[i]) < 0x20) {
+    } else if (std::size_t n = control_length(msg, i)) {
       out += ' ';
+      i += n - 1;
     } else {
       out += msg[i];
     }

@@ -7,6 +7,7 @@
 
 #include "nccllog/nccl_log_reader.h"
 #include "nccllog/nccl_log_report.h"
+#include "nodeinfo/control_bytes.h"
 #include "nodeinfo/duration.h"
 #include "nodeinfo/ib_discovery.h"
 #include "nodeinfo/text_lists.h"
@@ -53,7 +54,8 @@ int run_nccl_log_command(const NcclLogCommand& cmd) {
   NcclLogAnalysis a = analyzer.finish();
   auto problems = diagnose(a, local_hosts_with_active_ib(cmd.fs_root));
   if (cmd.json) std::cout << nccl_report_json_text(a, problems);
-  else std::cout << format_nccl_report(a, problems);
+  // Log text is any process's bytes: it must not drive the reader's terminal.
+  else std::cout << escape_control(format_nccl_report(a, problems), true);
   std::cout.flush();
   if (nothing_read(a)) {
     for (const auto& e : a.read_errors) std::cerr << "gpudiag: nccl-log: cannot read " << e << "\n";

@@ -1,6 +1,7 @@
 #include "nodeinfo/config.h"
 
 #include "nodeinfo/check_names.h"
+#include "nodeinfo/control_bytes.h"
 #include "nodeinfo/duration.h"
 
 #include <fcntl.h>
@@ -280,8 +281,7 @@ void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
   if (auto f = n["prefix_format"]) {
     std::string format = r.scalar(f, "plugin.prefix_format");
     if (format.size() > 128) r.fail(f, "'plugin.prefix_format' is longer than 128 characters");
-    for (unsigned char c : format)
-      if (c < 0x20 || c == 0x7f) r.fail(f, "'plugin.prefix_format' holds control characters");
+    if (!is_one_printable_line(format)) r.fail(f, "'plugin.prefix_format' holds control characters");
     p.prefix_format = format;
   }
   if (auto f = n["failfast"]) read_failfast(r, f, p.failfast);
@@ -293,8 +293,7 @@ void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
       std::string name = kv.first.Scalar();
       if (name.rfind("NCCL_", 0) != 0) r.fail(kv.first, "'plugin.nccl_env." + name + "': only NCCL_* variables belong here");
       std::string value = r.scalar(kv.second, "plugin.nccl_env." + name);
-      for (unsigned char c : value)
-        if (c < 0x20 || c == 0x7f) r.fail(kv.second, "'plugin.nccl_env." + name + "' holds control characters");
+      if (!is_one_printable_line(value)) r.fail(kv.second, "'plugin.nccl_env." + name + "' holds control characters");
       p.nccl_env.emplace_back(name, value);
     }
   }

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
-#include "spank/env_writer.h"
+#include "nodeinfo/control_bytes.h"
 
 namespace gpudiag {
 
@@ -44,14 +46,57 @@ DirFacts read_dir_facts(const std::string& dir) {
   return f;
 }
 
-std::optional<DiagDirProblem> claim_diag_dir(const std::string& dir, uid_t uid) {
-  if (!safe_env_value(dir))
+std::optional<std::string> distrust_ancestors(const std::vector<AncestorFacts>& ancestors, uid_t uid) {
+  for (const auto& a : ancestors) {
+    if (a.owner != 0 && a.owner != uid)
+      return "lies in " + escape_control(a.path) + ", which belongs to another user (uid " + std::to_string(a.owner) +
+             "), who could replace it";
+    if ((a.mode & (S_IWGRP | S_IWOTH)) && !(a.mode & S_ISVTX)) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(a.mode & 07777));
+      return "lies in " + escape_control(a.path) + ", which others may write and which is not sticky (mode " + mode +
+             "), so another user could replace it";
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<AncestorFacts> read_ancestor_facts(const std::string& resolved_dir) {
+  std::vector<AncestorFacts> out;
+  std::string path = resolved_dir;
+  while (path.size() > 1) {
+    auto slash = path.find_last_of('/');
+    path = slash == 0 || slash == std::string::npos ? std::string("/") : path.substr(0, slash);
+    struct stat st;
+    AncestorFacts a;
+    a.path = path;
+    // A parent we cannot stat is reported as nobody's: refused, never trusted blindly.
+    if (::stat(path.c_str(), &st) == 0) {
+      a.owner = st.st_uid;
+      a.mode = st.st_mode;
+    } else {
+      a.owner = static_cast<uid_t>(-1);
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+std::optional<DiagDirProblem> claim_diag_dir(std::string& dir, uid_t uid) {
+  if (!is_one_printable_line(dir))
     return DiagDirProblem{DiagDirProblem::kBadName, "the diag dir name holds control characters (from the submit dir?)"};
-  if (::mkdir(dir.c_str(), 0700) == 0) return std::nullopt;
-  if (errno != EEXIST)
-    return DiagDirProblem{DiagDirProblem::kCannotCreate, "cannot create the diag dir " + dir + ": " + std::strerror(errno)};
-  if (auto why = distrust_diag_dir(read_dir_facts(dir), uid))
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    if (errno != EEXIST)
+      return DiagDirProblem{DiagDirProblem::kCannotCreate, "cannot create the diag dir " + dir + ": " + std::strerror(errno)};
+    if (auto why = distrust_diag_dir(read_dir_facts(dir), uid))
+      return DiagDirProblem{DiagDirProblem::kNotYours, "the diag dir " + dir + " " + *why};
+  }
+  char real[PATH_MAX];
+  if (!::realpath(dir.c_str(), real))
+    return DiagDirProblem{DiagDirProblem::kCannotCreate, "cannot resolve the diag dir " + dir + ": " + std::strerror(errno)};
+  if (auto why = distrust_ancestors(read_ancestor_facts(real), uid))
     return DiagDirProblem{DiagDirProblem::kNotYours, "the diag dir " + dir + " " + *why};
+  dir = real;
   return std::nullopt;
 }
 
@@ -71,19 +116,25 @@ NamedDirFacts read_named_dir_facts(const std::string& dir) {
 
 std::optional<std::string> judge_named_dir(const std::string& dir, const NamedDirFacts& f) {
   if (f.exists && !f.writable)
-    return "gpudiag: --diag: you cannot write to the diag dir " + dir + ": pick a writable one with --diag=dir=PATH";
+    return "gpudiag: --diag: you cannot write to the diag dir " + escape_control(dir) + ": pick a writable one with --diag=dir=PATH";
   if (!f.exists && f.parent_exists && !f.parent_writable)
-    return "gpudiag: --diag: cannot create the diag dir " + dir +
+    return "gpudiag: --diag: cannot create the diag dir " + escape_control(dir) +
            ": you cannot write to its parent: pick a writable one with --diag=dir=PATH";
   return std::nullopt;
 }
 
-DiagDirVerdict judge_diag_dir_problem(const DiagDirProblem& p, bool named, bool asked) {
+DiagDirVerdict judge_diag_dir_problem(const DiagDirProblem& p, bool named, bool asked, bool hang) {
   const char* fix = p.kind == DiagDirProblem::kCannotCreate ? "pick a writable one with --diag=dir=PATH"
                                                              : "pick a directory of your own with --diag=dir=PATH";
-  if (!asked) return {false, "gpudiag: no hang watchdog for this step: " + p.why + " (" + fix + ")"};
-  if (named || p.kind == DiagDirProblem::kCannotCreate) return {true, "gpudiag: " + p.why + ": " + fix};
-  return {false, "gpudiag: no NCCL log files and no hang report for this step: " + p.why + ": " + fix};
+  // The dir's name comes from the user (dir=, the submit dir) and goes to slurmd's log.
+  const std::string why = escape_control(p.why);
+  if (!asked)
+    return {false, "gpudiag: the hang watchdog stays on, its report goes to the task's stderr: " + why + " (" + fix + ")"};
+  if (named || p.kind == DiagDirProblem::kCannotCreate) return {true, "gpudiag: " + why + ": " + fix};
+  if (hang)
+    return {false, "gpudiag: no NCCL log files for this step; the hang watchdog stays on, its report goes to the "
+                   "task's stderr: " + why + ": " + fix};
+  return {false, "gpudiag: no NCCL log files and no hang report for this step: " + why + ": " + fix};
 }
 
 }  // namespace gpudiag

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <sys/types.h>
 
 namespace gpudiag {
@@ -31,6 +32,24 @@ DirFacts read_dir_facts(const std::string& dir);
 // the end of a message that starts "gpudiag: the diag dir PATH ".
 std::optional<std::string> distrust_diag_dir(const DirFacts& facts, uid_t uid);
 
+// What stat says about each ancestor of a dir, from its parent up to /, after realpath
+// resolved every link on the way.
+struct AncestorFacts {
+  std::string path;
+  uid_t owner = 0;
+  mode_t mode = 0;
+};
+std::vector<AncestorFacts> read_ancestor_facts(const std::string& resolved_dir);
+
+// Empty when no one but `uid` and root can rename or replace anything on the way to the
+// dir; otherwise why not, naming the ancestor (issue 21 A3). NCCL opens its log files by
+// path, so a dir checked once and used by name later is only as safe as its ancestors:
+// in a parent that others may write and that is not sticky (a group project dir, mode
+// 2770), another user renames the checked dir away and puts their own in its place.
+// The rule is OpenSSH's StrictModes: every ancestor is owned by root or the user, and
+// one that group or others may write must be sticky (/tmp, 1777).
+std::optional<std::string> distrust_ancestors(const std::vector<AncestorFacts>& ancestors, uid_t uid);
+
 // Why a dir cannot be the step's: `why` completes "gpudiag: ..." and names the dir.
 struct DiagDirProblem {
   enum Kind { kCannotCreate, kNotYours, kBadName } kind;
@@ -38,11 +57,13 @@ struct DiagDirProblem {
 };
 
 // Creates `dir` (0700) as the calling user, or accepts it if it exists and
-// distrust_diag_dir has nothing against it. mkdir first, then lstat: tasks of one step
+// distrust_diag_dir has nothing against it; then its ancestors must pass
+// distrust_ancestors, and `dir` becomes its real path, so that no link on the way
+// (which another user might own) is followed again later. mkdir first, then lstat: tasks of one step
 // on one node race to create it, and EEXIST from a sibling task is then checked like
 // any other existing dir. A name with control bytes is refused before anything is made
 // (it could reach no task's environment). Runs as the user, never as root.
-std::optional<DiagDirProblem> claim_diag_dir(const std::string& dir, uid_t uid);
+std::optional<DiagDirProblem> claim_diag_dir(std::string& dir, uid_t uid);
 
 // srun's early look at a dir the user named, as the user, before anything launches:
 // a dir that is there and not writable (or whose parent is there and not writable)
@@ -61,10 +82,12 @@ struct DiagDirVerdict {
   std::string message;     // one line for the user (empty: none)
 };
 // `named`: the user gave dir=PATH; `asked`: the user asked for --diag (not only the
-// site's hang watchdog). A dir the user named, or one that cannot be created, fails a
-// --diag step before launch: the user asked for diagnostics. The default dir, when a
-// neighbour holds it or its name is unusable, is only skipped: the step runs, without
-// NCCL log files, and says why.
-DiagDirVerdict judge_diag_dir_problem(const DiagDirProblem& p, bool named, bool asked);
+// site's hang watchdog); `hang`: the step has a hang watchdog. A dir the user named, or
+// one that cannot be created, fails a --diag step before launch: the user asked for
+// diagnostics. The default dir, when a neighbour holds it or its name is unusable, is
+// only skipped: the step runs, without NCCL log files, and says why. The watchdog never
+// depends on the dir (issue 21 A1: a neighbour who takes the name must not switch it
+// off): without one its report goes to the task's stderr, and the message says so.
+DiagDirVerdict judge_diag_dir_problem(const DiagDirProblem& p, bool named, bool asked, bool hang);
 
 }  // namespace gpudiag

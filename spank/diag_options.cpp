@@ -3,6 +3,7 @@
 #include <array>
 #include <cctype>
 
+#include "nodeinfo/control_bytes.h"
 #include "nodeinfo/duration.h"
 
 namespace gpudiag {
@@ -12,12 +13,6 @@ std::string upper(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
-}
-
-bool printable(std::string_view s) {
-  for (unsigned char c : s)
-    if (c < 0x20 || c == 0x7f) return false;
-  return true;
 }
 
 // An item's parser: sets its field of `opt`, or returns why it cannot.
@@ -124,7 +119,7 @@ Result<DiagOptions> parse_diag_list(std::string_view list, DiagOptions opt) {
   if (list.size() > kMaxDiagListBytes)
     return fail("the list is " + std::to_string(list.size()) + " bytes long, more than the " +
                 std::to_string(kMaxDiagListBytes) + " that slurmstepd can read on the nodes: shorten it");
-  if (!printable(list)) return fail("the list holds control characters");
+  if (!is_one_printable_line(list)) return fail("the list holds control characters");
   std::size_t start = 0;
   while (start <= list.size()) {
     auto comma = list.find(',', start);

@@ -3,13 +3,11 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "nodeinfo/control_bytes.h"
+
 namespace gpudiag {
 
-bool safe_env_value(std::string_view v) {
-  for (unsigned char c : v)
-    if (c < 0x20 || c == 0x7f) return false;
-  return true;
-}
+bool safe_env_value(std::string_view v) { return is_one_printable_line(v); }
 
 std::string injected_value_tag(std::string_view value) {
   // FNV-1a: a user who changes a value gets a different tag; a collision would need

@@ -259,8 +259,11 @@ int task_init(spank_t sp) {
   t.master_addr = first_host(gpudiag::master_nodelist(in.env));
   // task_init runs as the user: the directory is the user's, and a place the user may
   // not write is refused by the kernel, not by us as root.
-  const std::string dir = gpudiag::wanted_diag_dir(in);
-  if (!dir.empty()) in.dir_problem = gpudiag::claim_diag_dir(dir, in.uid);
+  std::string dir = gpudiag::wanted_diag_dir(in);
+  if (!dir.empty()) {
+    in.dir_problem = gpudiag::claim_diag_dir(dir, in.uid);  // rewrites dir to the resolved path
+    in.claimed_dir = dir;
+  }
 
   const gpudiag::StepPlan plan = gpudiag::plan_step(in);
   if (plan.fail) {

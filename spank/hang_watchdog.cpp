@@ -46,10 +46,22 @@ void write_all(int fd, const std::string& text, std::size_t& off) {
   }
 }
 
+std::string random_suffix() {
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  unsigned char raw[6] = {};
+  if (::getentropy(raw, sizeof raw) != 0) {
+    const auto t = static_cast<unsigned long>(wall_now() * 1e6) ^ static_cast<unsigned long>(::getpid());
+    for (std::size_t i = 0; i < sizeof raw; ++i) raw[i] = static_cast<unsigned char>(t >> (8 * i));
+  }
+  std::string s;
+  for (unsigned char c : raw) s += kChars[c % (sizeof kChars - 1)];
+  return s;
+}
+
 // A new regular file, never an existing name: with O_EXCL neither a FIFO (which would
 // block the open) nor a link (which would aim the write elsewhere) is ever opened.
-int create_private(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+int create_private(int dir_fd, const std::string& name) {
+  int fd = ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
   if (fd < 0) return -1;
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -61,17 +73,33 @@ int create_private(const std::string& path) {
 }
 
 // Writes the report to `dir`/hang.<host>.txt, or when that name is taken to
-// hang.<host>.<random>.txt. Returns the path, or "" with `why` set.
+// hang.<host>.<random>.txt. Returns the path, or "" with `why` set. The dir is opened
+// once and the report created relative to that fd: a dir renamed or replaced since the
+// task checked it is never written into by name (issue 21 A3).
 std::string write_report(const std::string& dir, const std::string& host, const std::string& text, std::string& why) {
-  std::string path = dir + "/hang." + host + ".txt";
-  int fd = create_private(path);
-  if (fd < 0 && errno == EEXIST) {
-    std::string templ = dir + "/hang." + host + ".XXXXXX.txt";
-    fd = ::mkostemps(templ.data(), 4, O_CLOEXEC);  // O_CREAT|O_EXCL, 0600
-    if (fd >= 0) path = templ;
+  if (dir.empty()) {
+    why = "this step has no diag dir (see the message at its start)";
+    return "";
   }
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat dst;
+  if (dfd < 0 || ::fstat(dfd, &dst) != 0 || dst.st_uid != ::getuid() || (dst.st_mode & (S_IWGRP | S_IWOTH))) {
+    why = dfd < 0 ? "cannot open the diag dir " + dir + ": " + std::strerror(errno)
+                  : "the diag dir " + dir + " is no longer this user's private directory";
+    if (dfd >= 0) ::close(dfd);
+    return "";
+  }
+  std::string name = "hang." + host + ".txt";
+  int fd = create_private(dfd, name);
+  for (int i = 0; fd < 0 && errno == EEXIST && i < 16; ++i) {
+    name = "hang." + host + "." + random_suffix() + ".txt";
+    fd = create_private(dfd, name);
+  }
+  const int open_err = errno;
+  ::close(dfd);
+  std::string path = dir + "/" + name;
   if (fd < 0) {
-    why = "cannot create " + path + ": " + std::strerror(errno);
+    why = "cannot create " + path + ": " + std::strerror(open_err);
     return "";
   }
   std::size_t off = 0;
@@ -153,12 +181,21 @@ HangWatchdog::HangWatchdog(HangWatch w, pid_t child) : w_(std::move(w)), child_(
     }
   }
   if (pick.use < 0) {
-    error_ = w_.state_dir + " and the " + std::to_string(kSpareNames) +
-             " names after it are taken by another user (uid " + std::to_string(squatter) +
-             "), not this user's private directories: ask the admin to remove them";
-    return;
-  }
-  if (pick.use > 0 && created) {
+    // Never off (issue 21 A2): this task watches itself alone, in a dir no one can
+    // predict; the node's other tasks do the same.
+    std::string own = w_.state_dir + ".XXXXXX";
+    if (!::mkdtemp(own.data())) {
+      error_ = w_.state_dir + " and the " + std::to_string(kSpareNames) + " names after it are taken by another user (uid " +
+               std::to_string(squatter) + ") and " + own + " cannot be made: " + std::strerror(errno);
+      return;
+    }
+    notice_ = "gpudiag: " + w_.state_dir + " and the " + std::to_string(kSpareNames) +
+              " names after it are taken by another user (uid " + std::to_string(squatter) +
+              "); the hang watchdog stays on, but task " + std::to_string(w_.rank) +
+              " watches only its own output (in " + own + "): ask the admin to remove them";
+    names.push_back(own);
+    pick.use = static_cast<int>(names.size()) - 1;
+  } else if (pick.use > 0 && created) {
     struct stat st;
     std::string who = ::lstat(w_.state_dir.c_str(), &st) == 0 ? "uid " + std::to_string(st.st_uid) : "someone";
     notice_ = "gpudiag: " + w_.state_dir + " is taken by " + who + " (not this user's private directory); " +
@@ -283,6 +320,7 @@ void HangWatchdog::declare_hang() {
   // torch's flight recorder first: a write to its pipe makes it dump to the diag dir.
   bool asked = false;
   for (auto& [rank, pid] : tasks) {
+    if (w_.diag_dir.empty()) break;  // no diag dir: torch has no pipe to ask
     // torch made it as this user; anything else at that name is not asked.
     std::string pipe = w_.diag_dir + "/fr_pipe.rank" + std::to_string(rank) + ".pipe";
     int fd = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);

@@ -18,8 +18,9 @@
 //   a fixed list (<name>.1 ... <name>.8). The list is fixed so that the node's tasks,
 //   which start at the same time and cannot talk yet, all walk it the same way and meet
 //   in the first name that is theirs (mkdir makes exactly one of them its creator). The
-//   creator says on stderr which name was taken and by whom; when every name is taken
-//   the watchdog is off and each task says so. Never silent.
+//   creator says on stderr which name was taken and by whom. When every name is taken,
+//   each task watches only itself, in a private dir of its own (mkdtemp), and says so:
+//   a neighbour can weaken the watchdog that way, never switch it off. Never silent.
 //   Not /run/user/<uid>, though only the user can create names there: logind removes
 //   it when the user's last login session on the node ends, which would pull the state
 //   away mid-step. A name nobody can guess would need a secret the tasks share before
@@ -29,7 +30,10 @@
 // - The report is created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW|O_NONBLOCK, 0600, then
 //   fstat: a regular file): a FIFO or link at hang.<host>.txt is never opened, and the
 //   report goes to hang.<host>.<random>.txt instead (or, failing that, to stderr). The
-//   message names where it went.
+//   message names where it went. The diag dir is opened once (O_DIRECTORY|O_NOFOLLOW,
+//   then fstat: still this user's private dir) and the report made with openat. A step
+//   without a diag dir (a neighbour took its name) still has the watchdog: the report
+//   goes to stderr.
 // - Nothing delays the kill for long: the report has one overall deadline
 //   (report_timeout_s), and the relay keeps ticking after the program closed its pipes.
 #include <sys/types.h>

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "nodeinfo/control_bytes.h"
 #include "nodeinfo/name_patterns.h"
 #include "nodeinfo/pci_devices.h"
 #include "nodeinfo/rooted_fs.h"
@@ -83,7 +84,8 @@ std::vector<std::string> evaluate_preflight(const PreflightFacts& f) {
       bool found = false;
       for (const auto& i : f.interfaces) found |= i == name;
       if (!found)
-        out.push_back(on + "NCCL_SOCKET_IFNAME names " + name + ", which does not exist here: fix the name or use a "
+        // The user's bytes, bound for slurmd's log: escaped, so they cannot forge a log line.
+        out.push_back(on + "NCCL_SOCKET_IFNAME names " + escape_control(name) + ", which does not exist here: fix the name or use a "
                       "prefix (e.g. NCCL_SOCKET_IFNAME=ib)");
     }
   }

@@ -154,33 +154,6 @@ struct Work {
 
 }  // namespace
 
-std::string escape_control(std::string_view text, bool keep_lines) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size());
-  auto hex = [&](unsigned char c) {
-    out += "\\x";
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  };
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (keep_lines && (c == '\n' || c == '\t')) {
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      hex(c);
-    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
-      // U+0080..U+009F: C1 controls (0x9b is CSI on many terminals).
-      hex(c);
-      hex(static_cast<unsigned char>(text[++i]));
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 StackTools find_stack_tools() {
   return {find_on_path("py-spy"), find_on_path("eu-stack"), find_on_path("gdb")};
 }

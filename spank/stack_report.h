@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "nodeinfo/control_bytes.h"  // escape_control, used by the report's callers too
+
 namespace gpudiag {
 
 struct TaskRoot {
@@ -36,9 +38,5 @@ StackTools find_stack_tools();  // on PATH
 // `tool_timeout_s`, and never past `deadline_s` after the call (0: tool_timeout_s + 5).
 std::string stack_report(const std::string& header, const std::vector<TaskRoot>& tasks, const StackTools& tools,
                          double tool_timeout_s = 15, double deadline_s = 0);
-
-// Control bytes (C0, DEL and UTF-8-encoded C1) as \xNN. With keep_lines, newline and
-// tab stay, for multi-line tool output.
-std::string escape_control(std::string_view text, bool keep_lines = false);
 
 }  // namespace gpudiag

@@ -15,8 +15,6 @@ constexpr std::uint32_t kExternStep = 0xfffffffc;
 constexpr std::uint32_t kInteractiveStep = 0xfffffffa;
 
 // --diag items win over the site's settings; each rule is decided once, here.
-double hang_seconds(const DiagOptions& d, const PluginSettings& p) { return d.hang_s.value_or(p.hang.duration_s); }
-
 bool prefix_wanted(const DiagOptions& d, const PluginSettings& p, int world_size) {
   if (d.prefix) return *d.prefix;
   if (p.prefix == "always") return true;
@@ -92,6 +90,8 @@ std::string wanted_diag_dir(const StepInputs& in) {
   return diag_dir_path(in.diag, in.env.submit_dir.value_or(""), in.cwd, in.ids.job_id, in.ids.step_id);
 }
 
+double hang_seconds(const DiagOptions& d, const PluginSettings& p) { return d.hang_s.value_or(p.hang.duration_s); }
+
 StepPlan plan_step(const StepInputs& in) {
   StepPlan plan;
   if (!step_runs_tasks(in.ids.step_id)) return plan;
@@ -106,18 +106,20 @@ StepPlan plan_step(const StepInputs& in) {
   if (p.torchrun_env && !t.master_addr.empty()) append(plan.env, torchrun_env(t, range));
   append(plan.env, in.nccl_env);
 
-  bool hang_on = hang_seconds(d, p) > 0;
-  std::string dir = wanted_diag_dir(in);
+  const bool hang_on = hang_seconds(d, p) > 0;
+  // claim_diag_dir resolved the path (links on the way are not followed again).
+  std::string dir = in.claimed_dir.empty() ? wanted_diag_dir(in) : in.claimed_dir;
   if (!dir.empty() && in.dir_problem) {
-    auto verdict = judge_diag_dir_problem(*in.dir_problem, !d.dir.empty(), d.enabled);
+    auto verdict = judge_diag_dir_problem(*in.dir_problem, !d.dir.empty(), d.enabled, hang_on);
     if (verdict.fail_task) {
       StepPlan failed;
       failed.fail = verdict.message;
       return failed;
     }
-    if (t.local_rank == 0) plan.notices.push_back(verdict.message);
+    if (t.local_rank == 0 && !verdict.message.empty()) plan.notices.push_back(verdict.message);
+    // The watchdog stays on: a neighbour who takes the dir's name must not be able to
+    // switch it off. Its report then goes to the task's stderr.
     dir.clear();
-    hang_on = false;
   }
   if (!dir.empty()) plan.env.emplace_back("GPUDIAG_DIAG_DIR", dir);
   if (d.enabled && !dir.empty()) {
@@ -138,7 +140,7 @@ StepPlan plan_step(const StepInputs& in) {
   // srun --label already tags lines.
   plan.tag = prefix_wanted(d, p, t.world_size) && in.env.labelio.value_or("") != "1";
   plan.tag_text = expand_prefix_format(p.prefix_format, plan.host, t.rank, t.local_rank);
-  if (!dir.empty()) plan.hang = hang_watch(in, dir, plan.host);
+  if (hang_on) plan.hang = hang_watch(in, dir, plan.host);  // no dir: the report goes to stderr
   plan.hang_asked = d.hang_s.has_value();
   return plan;
 }

@@ -64,6 +64,8 @@ struct StepInputs {
   uid_t uid = 0;      // the task's user: whose diag dir and hang state it is
   // What claim_diag_dir said about wanted_diag_dir(*this); nullopt: claimed.
   std::optional<DiagDirProblem> dir_problem;
+  // The path claim_diag_dir resolved it to ("": not claimed, use wanted_diag_dir).
+  std::string claimed_dir;
   // The task's environment, read only: a fail-fast value the user set under a torch
   // variable's old or new name is kept for both (failfast_env). Null: none set.
   EnvTarget* user_env = nullptr;
@@ -86,6 +88,9 @@ struct StepPlan {
 };
 
 StepPlan plan_step(const StepInputs& in);
+
+// The step's hang duration in seconds (0: none): hang= wins over plugin.hang.duration.
+double hang_seconds(const DiagOptions& d, const PluginSettings& p);
 
 // What the task's fds 1 and 2 are (fstat, isatty): only output that slurmstepd forwards
 // to srun (a pipe or socket) gets a prefix; a regular file is -o out.%t, a terminal --pty.

@@ -9,6 +9,7 @@
 #include "nccllog/nccl_log_problems.h"
 #include "nccllog/nccl_log_reader.h"
 #include "nccllog/nccl_log_report.h"
+#include "nodeinfo/control_bytes.h"
 #include "nodeinfo/this_host.h"
 
 namespace gpudiag {
@@ -48,7 +49,8 @@ std::string nccl_step_summary(const std::string& dir) {
   std::string out = nccl_summary_line(a, problems) + "\n";
   if (a.truncated) out += "gpudiag: (summary from the first 256 MiB of logs)\n";
   out += "gpudiag: details: gpudiag nccl-log " + dir + "\n";
-  return out;
+  // Log text is any process's bytes (issue 21 A8): it must not drive srun's terminal.
+  return escape_control(out, true);
 }
 
 }  // namespace gpudiag

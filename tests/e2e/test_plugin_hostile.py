@@ -11,6 +11,7 @@ throwaway users on the real test Slurm:
 import os
 import pty
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -168,6 +169,36 @@ class HostileNeighbour(PluginClusterTest):
         self.assertIn("gpudiag: no NCCL log files and no hang report for this step: the diag dir name holds control "
                       "characters (from the submit dir?): pick a directory of your own with --diag=dir=PATH", r.stderr)
         self.assertEqual(os.listdir(weird), [])
+
+    def test_a_diag_dir_under_a_parent_others_can_rewrite_is_refused(self):
+        # Issue 21 A3: in a parent others may write that is not sticky (a group project
+        # dir), another user can rename the checked dir away and put their own in its
+        # place, and NCCL opens its logs by path. Such a dir is refused before launch.
+        project = os.path.join(self.tmp, "project")
+        os.mkdir(project)
+        os.chmod(project, 0o777)  # 2770 with both users in the group behaves the same
+        try:
+            r = self.as_user(self.victim, ["srun", "-n1", f"--diag=dir={project}/mine", PYTHON, "-c", NCCL_LIKE])
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertNotIn("NCCL_DEBUG_FILE=", r.stdout)
+            self.assertIn(f"gpudiag: the diag dir {project}/mine lies in {project}, which others may write and which "
+                          "is not sticky (mode 0777), so another user could replace it: pick a directory of your own "
+                          "with --diag=dir=PATH", r.stderr)
+            # The default dir there is skipped: the step runs without NCCL log files.
+            r = self.as_user(self.victim, ["srun", "-n1", "--diag", PYTHON, "-c", NCCL_LIKE], cwd=project)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("NCCL_DEBUG_FILE=None", r.stdout)
+            self.assertIn(f"lies in {project}, which others may write and which is not sticky", r.stderr)
+            # A dir= whose path leads through a link into the attacker's dir.
+            theirs = os.path.join(self.shared, "attackers-open")
+            self.as_user(self.attacker, ["mkdir", "-m", "0777", theirs])
+            link = os.path.join(self.victim.home, "results")
+            self.victim.run(["ln", "-s", theirs, link], check=True)
+            r = self.as_user(self.victim, ["srun", "-n1", f"--diag=dir={link}/mydiag", PYTHON, "-c", NCCL_LIKE])
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn(f"lies in {theirs}, which belongs to another user (uid {self.attacker.uid})", r.stderr)
+        finally:
+            shutil.rmtree(project, ignore_errors=True)
 
     def test_pty_with_hang_says_the_watchdog_is_off(self):
         master, slave = pty.openpty()

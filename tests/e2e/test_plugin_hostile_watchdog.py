@@ -185,6 +185,37 @@ class HostileNeighbour(PluginClusterTest):
                                    rf"/dev/shm/gpudiag-{self.victim.uid}-\d+\.0\.1 instead")
         self.assertNotIn("hang watchdog off", r.stderr)
 
+    def next_job_ids(self):
+        r = self.attacker.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], env=self.cluster.env, check=True)
+        last = int(r.stdout.strip().split()[-1])
+        return range(last + 1, last + 4)
+
+    def test_every_state_dir_name_squatted_leaves_each_task_watching_itself(self):
+        # Issue 21 A2: all nine names of the next jobs taken: weaker, never off.
+        for job in self.next_job_ids():
+            for suffix in [""] + [f".{i}" for i in range(1, 9)]:
+                path = f"/dev/shm/gpudiag-{self.victim.uid}-{job}.0{suffix}"
+                self.squats.append(path)
+                self.attacker.run(["mkdir", "-m", "0700", path], check=True)
+        r, took = self.victim_srun("-n2", "--diag=hang=2s", "sleep", "600", cwd=self.victim.home)
+        self.assert_hang_ended(r, took, 2 + REPORT_DEADLINE + SLACK)
+        self.assertRegex(r.stderr, rf"gpudiag: /dev/shm/gpudiag-{self.victim.uid}-\d+\.0 and the 8 names after it are "
+                                   rf"taken by another user \(uid {self.attacker.uid}\); the hang watchdog stays on, "
+                                   rf"but task [01] watches only its own output")
+
+    def test_a_squatted_default_diag_dir_keeps_the_watchdog_with_the_report_on_stderr(self):
+        # Issue 21 A1: the attacker takes the default diag dir names of the next jobs in
+        # the shared submit dir; the victim's hang=2s step must still be ended.
+        for job in self.next_job_ids():
+            self.attacker.run(["mkdir", "-m", "0755", os.path.join(self.shared, f"gpudiag-{job}.0")], check=True)
+        r, took = self.victim_srun("-n1", "--diag=hang=2s", "sh", "-c", "sleep 600; echo SURVIVED", cwd=self.shared)
+        self.assert_hang_ended(r, took, 2 + REPORT_DEADLINE + KILL_GRACE + SLACK)
+        self.assertNotIn("SURVIVED", r.stdout)
+        self.assertRegex(r.stderr, r"gpudiag: no NCCL log files for this step; the hang watchdog stays on, its report "
+                                   r"goes to the task's stderr: the diag dir \S+/gpudiag-\d+\.0 belongs to another user")
+        self.assertEqual(self.report_named_in(r.stderr), "stderr")
+        self.assertIn("gpudiag hang report: step", r.stderr)
+
     def test_closed_stdout_and_stderr_do_not_switch_the_watchdog_off(self):
         r, took = self.victim_srun("-n1", "--diag=hang=3s", "sh", "-c", "exec sleep 20 >log 2>&1",
                                    cwd=self.victim.home)

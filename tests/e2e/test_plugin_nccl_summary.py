@@ -30,6 +30,26 @@ class NcclSummary(PluginClusterTest):
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertIn("result: clean", out.stdout)
 
+    def test_control_bytes_in_a_log_do_not_reach_the_terminal(self):
+        # Issue 21 A8: log text is any process's bytes; srun's summary and gpudiag
+        # nccl-log print it escaped.
+        prog = ("import os, socket\n"
+                "d = os.environ['GPUDIAG_DIAG_DIR']; h = socket.gethostname().split('.')[0]; pid = os.getpid()\n"
+                "o = f'{h}:{pid}:{pid} [0] NCCL INFO '\n"
+                "init = 'ncclCommInitRank comm 0x55d00 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 18000 commId 0x6c7e'\n"
+                "L = [o + 'NCCL version 2.21.5+cuda12.4', o + init + ' - Init START',\n"
+                "     o + 'NET/Socket : Using [0]lo\\x1b[31mRED:127.0.0.1<0>', o + 'Using network Sock\\x1b[2Jet',\n"
+                "     o + init + ' - Init COMPLETE', f'{h}:{pid}:{pid} [0] net.cc:1 NCCL WARN evil \\xc2\\x9b2J warn']\n"
+                "open(f'{d}/nccl.{h}.{pid}.log', 'w').write('\\n'.join(L) + '\\n')\n")
+        r = self.srun("-n1", "--diag", PYTHON, "-c", prog)
+        self.assertNotIn("\x1b", r.stderr)
+        self.assertIn("Sock\\x1b[2Jet", r.stderr)
+        diag_dir = [line for line in self.summary(r.stderr) if "details: gpudiag nccl-log " in line][0].split("nccl-log ")[1]
+        out = self.cluster.run([GPUDIAG, "nccl-log", diag_dir], check=False)
+        self.assertNotIn("\x1b", out.stdout)
+        self.assertNotIn("\x9b", out.stdout)
+        self.assertIn("\\x1b", out.stdout)
+
     def test_bad_ranks_are_named(self):
         r = self.step(env={"FAULT": "2:socket_lo"})
         text = "\n".join(self.summary(r.stderr))

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "spank/diag_dir.h"
 
@@ -49,7 +50,7 @@ class DiagDirFs : public ::testing::Test {
 };
 
 TEST_F(DiagDirFs, CreatesPrivateAndAcceptsItsOwnTwice) {
-  const std::string dir = root + "/gpudiag-1.0";
+  std::string dir = root + "/gpudiag-1.0";
   EXPECT_FALSE(claim_diag_dir(dir, ::getuid()));
   struct stat st;
   ASSERT_EQ(::lstat(dir.c_str(), &st), 0);
@@ -59,14 +60,15 @@ TEST_F(DiagDirFs, CreatesPrivateAndAcceptsItsOwnTwice) {
 }
 
 TEST_F(DiagDirFs, RefusesASymlinkAWorldWritableDirAndAnotherUsersDir) {
-  const std::string target = root + "/elsewhere";
+  std::string target = root + "/elsewhere";
   fs::create_directory(target);
   fs::create_directory_symlink(target, root + "/link");
-  auto p = claim_diag_dir(root + "/link", ::getuid());
+  std::string link = root + "/link";
+  auto p = claim_diag_dir(link, ::getuid());
   ASSERT_TRUE(p);
   EXPECT_EQ(p->kind, DiagDirProblem::kNotYours);
   EXPECT_EQ(p->why, "the diag dir " + root + "/link is a symbolic link, not a directory made by you");
-  const std::string open = root + "/open";
+  std::string open = root + "/open";
   fs::create_directory(open);
   ::chmod(open.c_str(), 0777);
   p = claim_diag_dir(open, ::getuid());
@@ -78,7 +80,7 @@ TEST_F(DiagDirFs, RefusesASymlinkAWorldWritableDirAndAnotherUsersDir) {
 }
 
 TEST_F(DiagDirFs, ControlBytesInTheNameAreRefusedBeforeAnythingIsMade) {
-  const std::string dir = root + "/sub\x1b[2Jdir/gpudiag-1.0";
+  std::string dir = root + "/sub\x1b[2Jdir/gpudiag-1.0";
   auto p = claim_diag_dir(dir, ::getuid());
   ASSERT_TRUE(p);
   EXPECT_EQ(p->kind, DiagDirProblem::kBadName);
@@ -88,22 +90,72 @@ TEST_F(DiagDirFs, ControlBytesInTheNameAreRefusedBeforeAnythingIsMade) {
 TEST(DiagDir, WhatATaskDoesAboutAProblem) {
   DiagDirProblem create{DiagDirProblem::kCannotCreate, "cannot create the diag dir /etc/x: Permission denied"};
   DiagDirProblem theirs{DiagDirProblem::kNotYours, "the diag dir /shared/gpudiag-1.0 is writable by others (mode 0777)"};
-  auto v = judge_diag_dir_problem(create, false, true);
+  auto v = judge_diag_dir_problem(create, false, true, false);
   EXPECT_TRUE(v.fail_task);
   EXPECT_EQ(v.message, "gpudiag: cannot create the diag dir /etc/x: Permission denied: pick a writable one with "
                        "--diag=dir=PATH");
   // The default dir held by a neighbour: the step runs without it, and says why.
-  v = judge_diag_dir_problem(theirs, false, true);
+  v = judge_diag_dir_problem(theirs, false, true, false);
   EXPECT_FALSE(v.fail_task);
   EXPECT_EQ(v.message, "gpudiag: no NCCL log files and no hang report for this step: the diag dir "
                        "/shared/gpudiag-1.0 is writable by others (mode 0777): pick a directory of your own with "
                        "--diag=dir=PATH");
   // A dir the user named must work.
-  EXPECT_TRUE(judge_diag_dir_problem(theirs, true, true).fail_task);
+  EXPECT_TRUE(judge_diag_dir_problem(theirs, true, true, true).fail_task);
   // Only the site's watchdog wanted it: never fail the job.
-  v = judge_diag_dir_problem(create, false, false);
+  v = judge_diag_dir_problem(create, false, false, true);
   EXPECT_FALSE(v.fail_task);
-  EXPECT_EQ(v.message.rfind("gpudiag: no hang watchdog for this step: ", 0), 0u);
+  // Issue 21 A1: a neighbour who takes the dir's name must not switch the watchdog off.
+  EXPECT_EQ(v.message.rfind("gpudiag: the hang watchdog stays on, its report goes to the task's stderr: cannot "
+                            "create the diag dir /etc/x", 0),
+            0u)
+      << v.message;
+  v = judge_diag_dir_problem(theirs, false, true, true);
+  EXPECT_FALSE(v.fail_task);
+  EXPECT_EQ(v.message, "gpudiag: no NCCL log files for this step; the hang watchdog stays on, its report goes to the "
+                       "task's stderr: the diag dir /shared/gpudiag-1.0 is writable by others (mode 0777): pick a "
+                       "directory of your own with --diag=dir=PATH");
+  // A9: the name is the user's, and the message reaches slurmd's log.
+  DiagDirProblem forged{DiagDirProblem::kCannotCreate, "cannot create the diag dir /x\n[ts] error: FORGED: No such file"};
+  EXPECT_EQ(judge_diag_dir_problem(forged, true, true, false).message.find('\n'), std::string::npos);
+}
+
+// Issue 21 A3: a dir is only as safe as its ancestors, since NCCL opens its logs by path.
+TEST(DiagDir, AncestorsOthersCanRewriteAreRefused) {
+  std::vector<AncestorFacts> safe = {{"/home/u/run", 1000, S_IFDIR | 0755}, {"/home/u", 1000, S_IFDIR | 0700},
+                                     {"/home", 0, S_IFDIR | 0755}, {"/", 0, S_IFDIR | 0755}};
+  EXPECT_FALSE(distrust_ancestors(safe, 1000));
+  std::vector<AncestorFacts> tmp = {{"/tmp", 0, S_IFDIR | 01777}, {"/", 0, S_IFDIR | 0755}};
+  EXPECT_FALSE(distrust_ancestors(tmp, 1000));  // sticky: no one renames another's entry
+  std::vector<AncestorFacts> group = {{"/proj/ml", 0, S_IFDIR | 02770}, {"/proj", 0, S_IFDIR | 0755}};
+  EXPECT_EQ(*distrust_ancestors(group, 1000), "lies in /proj/ml, which others may write and which is not sticky "
+                                              "(mode 2770), so another user could replace it");
+  std::vector<AncestorFacts> theirs = {{"/shared/atk", 1001, S_IFDIR | 0755}, {"/shared", 0, S_IFDIR | 01777}};
+  EXPECT_EQ(*distrust_ancestors(theirs, 1000),
+            "lies in /shared/atk, which belongs to another user (uid 1001), who could replace it");
+  // Even sticky, the owner of a dir may remove anything in it.
+  std::vector<AncestorFacts> sticky_theirs = {{"/shared", 1001, S_IFDIR | 01777}};
+  EXPECT_TRUE(distrust_ancestors(sticky_theirs, 1000));
+}
+
+TEST_F(DiagDirFs, AGroupWritableParentIsRefusedAndAResolvedPathIsUsed) {
+  std::string group = root + "/proj";
+  fs::create_directory(group);
+  ::chmod(group.c_str(), 02770);
+  std::string dir = group + "/gpudiag-1.0";
+  auto p = claim_diag_dir(dir, ::getuid());
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->kind, DiagDirProblem::kNotYours);
+  EXPECT_NE(p->why.find("lies in " + group + ", which others may write and which is not sticky (mode 2770)"),
+            std::string::npos)
+      << p->why;
+  // A link on the way is resolved once: the step then uses the real path.
+  std::string mine = root + "/mine";
+  fs::create_directory(mine);
+  fs::create_directory_symlink(mine, root + "/via");
+  std::string named = root + "/via/d";
+  EXPECT_FALSE(claim_diag_dir(named, ::getuid()));
+  EXPECT_EQ(named, fs::canonical(mine).string() + "/d");
 }
 
 TEST(DiagDir, SrunRefusesANamedDirTheUserCannotWrite) {

@@ -152,7 +152,9 @@ TEST(StateDir, LinksFilesAndOpenDirectoriesAreNotOurs) {
   EXPECT_EQ(dog.state_dir(), base + ".3");
 }
 
-TEST(StateDir, EveryNameTakenSaysSoAndWho) {
+// Issue 21 A2: a neighbour who takes all nine names weakens the watchdog (each task
+// then watches itself alone), never switches it off.
+TEST(StateDir, EveryNameTakenLeavesEachTaskWatchingItselfAndSaysWho) {
   TempDir t;
   const std::string base = t.path + "/s";
   for (int i = 0; i <= 8; ++i) {
@@ -161,8 +163,21 @@ TEST(StateDir, EveryNameTakenSaysSoAndWho) {
     ASSERT_EQ(::chown(n.c_str(), kSquatter, kSquatter), 0);
   }
   HangWatchdog dog(watch_in(base), ::getpid());
-  EXPECT_FALSE(dog.active());
-  EXPECT_NE(dog.error().find("taken by another user (uid 65534)"), std::string::npos) << dog.error();
+  ASSERT_TRUE(dog.active()) << dog.error();
+  EXPECT_EQ(dog.state_dir().rfind(base + ".", 0), 0u);
+  EXPECT_EQ(dog.state_dir().size(), base.size() + 7) << dog.state_dir();  // base.XXXXXX
+  struct stat st;
+  ASSERT_EQ(::lstat(dog.state_dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_NE(dog.notice().find("taken by another user (uid 65534); the hang watchdog stays on, but task 0 watches "
+                              "only its own output (in " + dog.state_dir() + ")"),
+            std::string::npos)
+      << dog.notice();
+  HangWatch second = watch_in(base);
+  second.rank = 1;
+  HangWatchdog other(second, ::getppid());
+  ASSERT_TRUE(other.active());
+  EXPECT_NE(other.state_dir(), dog.state_dir());
 }
 
 TEST(EscapeControl, EscapesC0DelAndC1KeepsText) {

@@ -76,3 +76,17 @@ TEST(Preflight, GpusAndInterfaces) {
   f.socket_ifname = "^docker,lo";  // prefixes are NCCL's business
   EXPECT_TRUE(evaluate_preflight(f).empty());
 }
+
+// Issue 21 A9: the message reaches slurmd's log; the user's bytes must not forge a line.
+TEST(Preflight, AUsersInterfaceNameCannotForgeALogLine) {
+  auto f = healthy();
+  f.socket_ifname = "=lo,eth9\n[2026-01-01T00:00:00] error: FORGED\x1b[2J";
+  f.interfaces = {"lo"};
+  auto p = evaluate_preflight(f);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].find('\n'), std::string::npos) << p[0];
+  EXPECT_EQ(p[0].find('\x1b'), std::string::npos) << p[0];
+  EXPECT_NE(p[0].find("names eth9\\x0a[2026-01-01T00:00:00] error: FORGED\\x1b[2J, which does not exist"),
+            std::string::npos)
+      << p[0];
+}

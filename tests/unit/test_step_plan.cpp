@@ -174,7 +174,7 @@ TEST(StepPlan, DiagDirThatCannotBeClaimed) {
       {"a dir the user named fails the task", "dir=/scratch/u/d", 0, held, true},
       {"one that cannot be made fails a --diag step", "nccl=INFO", 0, cannot, true},
       {"the default held by a neighbour is skipped", "nccl=INFO", 0, held, false},
-      {"the site's watchdog is skipped, never fails", "", 600, cannot, false},
+      {"the site's watchdog keeps running without the dir, never fails", "", 600, cannot, false},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
@@ -194,7 +194,10 @@ TEST(StepPlan, DiagDirThatCannotBeClaimed) {
       // The step runs without the dir, and its first task on each node says why.
       EXPECT_EQ(plan.notices.size(), local_rank == 0 ? 1u : 0u);
       EXPECT_EQ(plan.diag_dir, "");
-      EXPECT_EQ(plan.hang.duration_s, 0);
+      // A neighbour who takes the dir's name must not switch the watchdog off: it stays
+      // on, and its report goes to the task's stderr (no diag dir).
+      EXPECT_EQ(plan.hang.duration_s, c.site_hang_s);
+      EXPECT_EQ(plan.hang.diag_dir, "");
       EXPECT_FALSE(env_of(plan.env, "GPUDIAG_DIAG_DIR"));
       EXPECT_FALSE(env_of(plan.env, "NCCL_DEBUG_FILE"));
       EXPECT_FALSE(env_of(plan.env, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"));

@@ -1,0 +1,61 @@
+#include "nodeinfo/control_bytes.h"
+
+namespace gpudiag {
+
+bool is_control_byte(unsigned char c) { return c < 0x20 || c == 0x7f; }
+
+std::size_t control_length(std::string_view s, std::size_t i) {
+  if (i >= s.size()) return 0;
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (is_control_byte(c)) return 1;
+  if (c == 0xc2 && i + 1 < s.size()) {
+    const auto n = static_cast<unsigned char>(s[i + 1]);
+    if (n >= 0x80 && n <= 0x9f) return 2;
+  }
+  return 0;
+}
+
+bool is_one_printable_line(std::string_view s) {
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (control_length(s, i) > 0) return false;
+  return true;
+}
+
+std::string escape_control(std::string_view s, bool keep_lines) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = control_length(s, i);
+    if (n == 0 || (keep_lines && (c == '\n' || c == '\t'))) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    for (; n > 0; --n, ++i) {
+      const auto b = static_cast<unsigned char>(s[i]);
+      out += "\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 15];
+    }
+  }
+  return out;
+}
+
+std::string replace_control(std::string_view s, char with) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t n = control_length(s, i);
+    if (n == 0) {
+      out += s[i++];
+    } else {
+      out += with;
+      i += n;
+    }
+  }
+  return out;
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,30 @@
+#pragma once
+// The one rule for bytes that must never reach a terminal, a log line or an environment
+// value unescaped (issue 20): C0 controls (0x00-0x1f, newline and tab included), DEL,
+// and C1 controls written in UTF-8 (U+0080-U+009F, \xc2\x80-\xc2\x9f: \xc2\x9b is CSI
+// on many terminals). Everything that checks or escapes control bytes uses this file,
+// so a check and the escaping of what it let through can never disagree.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace gpudiag {
+
+// C0 or DEL: a control byte whatever the encoding around it.
+bool is_control_byte(unsigned char c);
+
+// How many bytes of `s` at `i` form one control character: 1 (C0, DEL), 2 (a C1
+// control in UTF-8), or 0 (none).
+std::size_t control_length(std::string_view s, std::size_t i);
+
+// True when `s` holds no control character at all (so also no newline).
+bool is_one_printable_line(std::string_view s);
+
+// Each control byte as \xHH. keep_lines: newline and tab stay (multi-line reports).
+std::string escape_control(std::string_view s, bool keep_lines = false);
+
+// Each control character replaced by `with` (one per character): for a text that must
+// stay one readable line, such as a Slurm drain reason.
+std::string replace_control(std::string_view s, char with);
+
+}  // namespace gpudiag

@@ -1,0 +1,27 @@
+// The one control-byte rule (issue 20, issue 21 A10): checks and escapes agree.
+#include <gtest/gtest.h>
+
+#include "nodeinfo/control_bytes.h"
+#include "spank/env_writer.h"
+
+using namespace gpudiag;
+
+TEST(ControlBytes, OneRuleForChecksAndEscapes) {
+  EXPECT_TRUE(is_control_byte(0x00));
+  EXPECT_TRUE(is_control_byte('\n'));
+  EXPECT_TRUE(is_control_byte(0x1f));
+  EXPECT_TRUE(is_control_byte(0x7f));
+  EXPECT_FALSE(is_control_byte(' '));
+  EXPECT_FALSE(is_control_byte(0xc2));
+  EXPECT_EQ(control_length("a\x1b", 1), 1u);
+  EXPECT_EQ(control_length("a\xc2\x9b", 1), 2u);
+  EXPECT_EQ(control_length("\xc2\xa0", 0), 0u);  // U+00A0 is text
+  EXPECT_EQ(control_length("\xc2", 0), 0u);       // a cut-off sequence is not a control
+  EXPECT_TRUE(is_one_printable_line("eth0,ib0 caf\xc3\xa9"));
+  EXPECT_FALSE(is_one_printable_line("a\nb"));
+  EXPECT_FALSE(is_one_printable_line("a\x7f"));
+  // Issue 21 A10: a C1 control (U+009B CSI) is refused where it would be escaped.
+  EXPECT_FALSE(is_one_printable_line("run\xc2\x9b" "31m"));
+  EXPECT_FALSE(safe_env_value("run\xc2\x9b" "31m"));
+  EXPECT_EQ(replace_control("a\x1b[2J\xc2\x9b" "b\n", ' '), "a [2J b ");
+}
