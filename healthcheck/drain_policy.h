@@ -1,5 +1,5 @@
 #pragma once
-// When gpudiag-health may drain or resume a node (DESIGN §2, NHC's conventions):
+// When gpudiag-health may drain or resume a node (ARCHITECTURE §8, NHC's conventions):
 // drain only on CRITICAL, resume only on OK, and touch a node only while it is in
 // service or drained by gpudiag itself. Whatever an admin or Slurm did (DOWN, FAIL,
 // a drain with another reason, maintenance, a pending reboot, power saving) stays.

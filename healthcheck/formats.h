@@ -1,5 +1,5 @@
 #pragma once
-// The four report formats of gpudiag-health (DESIGN §2).
+// The four report formats of gpudiag-health (ARCHITECTURE §8).
 #include <nlohmann/json.hpp>
 
 #include <string>

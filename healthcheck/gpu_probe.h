@@ -1,5 +1,5 @@
 #pragma once
-// Runs gpudiag-gpu-probe (every GPU operation lives there, DESIGN §5) with a hard
+// Runs gpudiag-gpu-probe (every GPU operation lives there, ARCHITECTURE §6) with a hard
 // deadline and turns what happened into the probe's JSON or a finding.
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-// gpudiag-health: node health checks for GPU training nodes (DESIGN §2).
+// gpudiag-health: node health checks for GPU training nodes (ARCHITECTURE §8).
 // Exit codes follow the Nagios plugin convention: 0 OK, 1 WARNING, 2 CRITICAL,
 // 3 UNKNOWN (bad usage, bad config, a check that could not run).
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 #pragma once
-// NVML's P2P status codes (DESIGN §5) and the matrix as `nvidia-smi topo -p2p r` prints it.
+// NVML's P2P status codes (ARCHITECTURE §6) and the matrix as `nvidia-smi topo -p2p r` prints it.
 #include <string>
 #include <vector>
 

@@ -1,7 +1,7 @@
 #pragma once
 // What one NCCL INFO/WARN message says, for the messages the analyzer cares about.
 // Wording differs across NCCL 2.10 - 2.29; each function accepts every form we know
-// (DESIGN §4) and returns nothing for anything else. Pure, no allocation beyond the
+// (ARCHITECTURE §6) and returns nothing for anything else. Pure, no allocation beyond the
 // results.
 #include <optional>
 #include <string>

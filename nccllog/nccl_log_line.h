@@ -1,5 +1,5 @@
 #pragma once
-// One NCCL debug line, taken apart (DESIGN §4):
+// One NCCL debug line, taken apart (ARCHITECTURE §6):
 //   host:pid:tid [dev] NCCL INFO <msg>
 //   host:pid:tid [dev] file.cc:123 NCCL WARN <msg>
 //   host:pid:tid [dev] 1234.567890 func:123 NCCL TRACE <msg>

@@ -1,5 +1,5 @@
 #pragma once
-// Known bad setups found in an analysed set of NCCL logs (DESIGN §4), each with what
+// Known bad setups found in an analysed set of NCCL logs (ARCHITECTURE §6), each with what
 // it means and the fix. Pure: facts about the nodes come in as arguments.
 #include <set>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// nccl-tests' definitions (DESIGN §5), shared by the GPU probe and the nccl check.
+// nccl-tests' definitions (ARCHITECTURE §6), shared by the GPU probe and the nccl check.
 // algbw is the size one rank passes to the call over the time of one call; busbw
 // scales it by the traffic an all_reduce needs per link, 2(n-1)/n, so that figures
 // from different rank counts compare with the hardware's link speed.

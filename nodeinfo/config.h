@@ -86,7 +86,7 @@ struct HealthSettings {
   double scontrol_timeout_s = 10;   // a hung slurmctld must not hang the health check
 };
 
-// Fail-fast defaults for torch and NCCL (DESIGN §4). A value the user set always wins;
+// Fail-fast defaults for torch and NCCL (ARCHITECTURE §6). A value the user set always wins;
 // 0 / empty means "leave it to torch, NCCL or DeepSpeed".
 struct FailFastSettings {
   bool enabled = true;

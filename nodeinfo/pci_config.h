@@ -1,6 +1,6 @@
 #pragma once
 // Pure decoding of PCI configuration space as read from /sys/bus/pci/devices/*/config:
-// the PCI Express port type and the ACS extended capability (DESIGN §5).
+// the PCI Express port type and the ACS extended capability (ARCHITECTURE §6).
 #include <cstdint>
 #include <optional>
 #include <string>

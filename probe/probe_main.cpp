@@ -1,5 +1,5 @@
 // gpudiag-gpu-probe: does every GPU operation for gpudiag-health, in a process of its
-// own (DESIGN §5): CUDA does not survive fork, and a wedged GPU can hang cuInit or an
+// own (ARCHITECTURE §6): CUDA does not survive fork, and a wedged GPU can hang cuInit or an
 // NVML call forever, so the checker must be able to kill the whole thing at a deadline.
 // It links nothing but libc and libstdc++; NVML, the CUDA driver and NCCL are dlopen'd.
 // It prints one JSON object on stdout and exits 0; a section that cannot run says why

@@ -2,7 +2,7 @@
 // Sets environment variables without overriding the user. A variable that is present
 // counts as the user's unless GPUDIAG_INJECTED records it with the tag of its present
 // value: a step's tasks inherit what the plugin set for them, and a nested srun must be
-// free to replace those values with its own (DESIGN §3), but not a value the user
+// free to replace those values with its own (ARCHITECTURE §3), but not a value the user
 // exported since (issue 21.7: `export NCCL_SOCKET_IFNAME=eth0` inside `srun --pty bash`).
 #include <map>
 #include <optional>

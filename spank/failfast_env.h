@@ -1,5 +1,5 @@
 #pragma once
-// Fail-fast defaults for torch, torchrun, NCCL and DeepSpeed (DESIGN §4): a hang or a
+// Fail-fast defaults for torch, torchrun, NCCL and DeepSpeed (ARCHITECTURE §6): a hang or a
 // dead peer becomes an error in minutes, with a flight-recorder dump, instead of a job
 // that burns its allocation. apply_env keeps any value the user set.
 #include <string>

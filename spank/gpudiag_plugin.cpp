@@ -1,4 +1,4 @@
-// gpudiag.so: the SPANK plugin (DESIGN §3). Every callback catches everything: no
+// gpudiag.so: the SPANK plugin (ARCHITECTURE §3). Every callback catches everything: no
 // exception may cross into srun or slurmstepd, and a failure is a clear message,
 // never a crash.
 #include <sys/stat.h>

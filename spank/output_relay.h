@@ -1,5 +1,5 @@
 #pragma once
-// The output relay (DESIGN §3): the task process splits in two. The child goes back to
+// The output relay (ARCHITECTURE §3): the task process splits in two. The child goes back to
 // Slurm, which execs the user program in it; the parent becomes the relay. It must be
 // the task process itself, because slurmstepd waits only for the processes it forked
 // and then kills the whole step: a relay that were a sibling or child of the user

@@ -28,7 +28,7 @@ namespace gpudiag {
 Result<DiagOptions> merge_diag_options(std::string_view from_env, const std::optional<std::string>& option);
 
 // Batch scripts, the extern step and salloc's interactive step run no srun tasks: no
-// per-task values go there (DESIGN §3).
+// per-task values go there (ARCHITECTURE §3).
 bool step_runs_tasks(std::uint32_t step_id);
 
 // The task's variables the plan reads (a SPANK task reads them through spank_getenv).
