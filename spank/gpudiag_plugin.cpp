@@ -29,6 +29,7 @@ extern "C" {
 #include "spank/preflight.h"
 #include "spank/plugin_args.h"
 #include "spank/step_plan.h"
+#include "spank/slurm_compat.h"
 #include "spank/step_summary.h"
 
 // SPANK_PLUGIN() gives these internal linkage in C++: declare them by hand.
@@ -140,19 +141,6 @@ bool item(spank_t sp, spank_item_t what, T& out) {
   return spank_get_item(sp, what, &out) == ESPANK_SUCCESS;
 }
 
-std::string first_host(const std::string& nodelist) {
-  if (nodelist.empty()) return "";
-  // The hostlist type changed in 23.11 (a struct, taken by pointer); `auto` compiles
-  // against both.
-  auto hl = slurm_hostlist_create(nodelist.c_str());
-  if (!hl) return "";
-  char* host = slurm_hostlist_shift(hl);
-  std::string out = host ? host : "";
-  free(host);
-  slurm_hostlist_destroy(hl);
-  return out;
-}
-
 std::string current_dir() {
   char cwd[4096];
   return ::getcwd(cwd, sizeof cwd) ? cwd : "";
@@ -256,7 +244,7 @@ int task_init(spank_t sp) {
   t.local_world_size = static_cast<int>(local_count);
   t.node_rank = static_cast<int>(nodeid);
   t.num_nodes = static_cast<int>(nnodes);
-  t.master_addr = first_host(gpudiag::master_nodelist(in.env));
+  t.master_addr = gpudiag::slurm_compat::first_host(gpudiag::master_nodelist(in.env));
   // task_init runs as the user: the directory is the user's, and a place the user may
   // not write is refused by the kernel, not by us as root.
   std::string dir = gpudiag::wanted_diag_dir(in);
@@ -357,7 +345,7 @@ int slurm_spank_local_user_init(spank_t sp, int, char**) {
   return guarded("local user init", 0, [&] {
     if (spank_context() != S_CTX_LOCAL) return 0;
     g_srun.have_step = item(sp, S_JOB_ID, g_srun.job_id) && item(sp, S_JOB_STEPID, g_srun.step_id);
-    if (!item(sp, S_JOB_UID, g_srun.job_uid)) g_srun.job_uid = ::getuid();
+    g_srun.job_uid = gpudiag::slurm_compat::srun_job_uid(sp);
     return 0;
   });
 }
