@@ -44,8 +44,9 @@ Standing node_standing(const SlurmNodeState& node, const std::string& prefix) {
     if (has_prefix(node.reason, prefix)) return {NodeStanding::drained_by_us, ""};
     return {NodeStanding::not_ours, fmt::format("drained with reason '{}', not by gpudiag", node.reason)};
   }
-  if (!node.reason.empty() && !has_prefix(node.reason, prefix))
-    return {NodeStanding::not_ours, describe(node) + ", set by someone else"};
+  // In service and not drained: Slurm schedules jobs here, so it is in service whatever
+  // its Reason says. 24.11 keeps the reason of a drain after `State=RESUME` (seen on
+  // 24.11.5: State=IDLE, Reason=admin: ...), so a stale reason must not hold the node.
   return {NodeStanding::in_service, ""};
 }
 

@@ -258,3 +258,13 @@ TEST(ScontrolParse, OutputMustStartWithTheNode) {
   EXPECT_FALSE(parse_scontrol_node("error: x\nNodeName=vm State=IDLE\n", "vm"));
   EXPECT_FALSE(parse_scontrol_node("NodeName=vm Arch=x86_64\n   CPUAlloc=0\n", "vm"));  // no State=
 }
+
+// Slurm 24.11 keeps a drain's reason after State=RESUME: an idle node with an old reason
+// is in service, and gpudiag may drain it (and then resume only its own drain).
+TEST(NodeStanding, AStaleReasonOnAnIdleNodeDoesNotHoldIt) {
+  SlurmNodeState node;
+  node.state = "IDLE";
+  node.base = "IDLE";
+  node.reason = "admin: firmware update";
+  EXPECT_EQ(node_standing(node, "gpudiag:").kind, NodeStanding::in_service);
+}
