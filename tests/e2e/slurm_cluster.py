@@ -10,11 +10,12 @@ exit, a failed test, or SIGINT/SIGTERM. It ends only the processes it started.
 """
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
+
+from torn_down import TornDownOnSignal
 
 START_TIMEOUT = 60
 
@@ -36,7 +37,7 @@ def _short_hostname():
     return socket.gethostname().split(".")[0]
 
 
-class SlurmCluster:
+class SlurmCluster(TornDownOnSignal):
     def __init__(self, extra_conf=(), keep=False, gres=None, real_memory=None, select_params="CR_Core",
                  slurmd_env=None):
         """`gres` {"gpu": 4} gives the node that many GRES (GPUs get stand-in device files);
@@ -51,28 +52,13 @@ class SlurmCluster:
         self.node = _short_hostname()
         self.procs = []
         self.dir = None
-        self._old_handlers = {}
 
     # -- lifecycle -------------------------------------------------------------------
-    def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+    def _setup(self):
+        self.start()
 
-    def __exit__(self, *exc):
+    def _teardown(self):
         self.stop()
-        for sig, old in self._old_handlers.items():
-            signal.signal(sig, old)
-        return False
-
-    def _on_signal(self, signum, _frame):
-        # Turn a signal into an exception so that __exit__ tears the cluster down.
-        raise KeyboardInterrupt(f"signal {signum}")
 
     def start(self):
         self.dir = tempfile.mkdtemp(prefix="gpudiag-slurm-")

@@ -14,10 +14,11 @@ import os
 import pwd
 import secrets
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
+
+from torn_down import TornDownOnSignal
 
 
 class User:
@@ -50,44 +51,30 @@ class User:
                                 cwd=cwd or self.home, **kw)
 
 
-class ThrowawayUsers:
+class ThrowawayUsers(TornDownOnSignal):
     def __init__(self, *roles):
         self.roles = roles or ("victim", "attacker")
         self.users = {}
         self.dir = None
-        self._old_handlers = {}
 
-    def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
-        try:
-            self.dir = tempfile.mkdtemp(prefix="gpudiag-users-")
-            os.chmod(self.dir, 0o755)
-            for role in self.roles:
-                name = f"gd{role[:6]}{secrets.token_hex(3)}"
-                home = os.path.join(self.dir, name)
-                subprocess.run(["useradd", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin",
-                                "--user-group", name], check=True, capture_output=True)
-                os.makedirs(home)
-                self.users[role] = User(role, name, home)
-                os.chown(home, self.users[role].uid, self.users[role].gid)
-                os.chmod(home, 0o700)
-        except BaseException:
-            self.close()
-            raise
-        return self
+    def _setup(self):
+        self.dir = tempfile.mkdtemp(prefix="gpudiag-users-")
+        os.chmod(self.dir, 0o755)
+        for role in self.roles:
+            name = f"gd{role[:6]}{secrets.token_hex(3)}"
+            home = os.path.join(self.dir, name)
+            subprocess.run(["useradd", "--no-create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin",
+                            "--user-group", name], check=True, capture_output=True)
+            os.makedirs(home)
+            self.users[role] = User(role, name, home)
+            os.chown(home, self.users[role].uid, self.users[role].gid)
+            os.chmod(home, 0o700)
 
     def __getitem__(self, role):
         return self.users[role]
 
-    def __exit__(self, *exc):
+    def _teardown(self):
         self.close()
-        for sig, old in self._old_handlers.items():
-            signal.signal(sig, old)
-        return False
-
-    def _on_signal(self, signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
 
     def close(self):
         for user in self.users.values():
