@@ -66,7 +66,7 @@ def main():
     for r in out["results"]:
         busbw = r.get("busbw_gbps")
         print(f"{r['bytes']:>12} {r['time_us']:>10.1f} {r['algbw_gbps']:>11.2f} "
-              f"{busbw if busbw is None else format(busbw, '.2f'):>11} {r['correct']}")
+              f"{'-' if busbw is None else format(busbw, '.2f'):>11} {r['correct']}")
     for c in out.get("device_copy", []):
         print(f"GPU{c['gpu']} device-to-device copy: {c['gbps']:.1f} GB/s ({c['bytes']} bytes x {c['iters']})")
 

@@ -1,5 +1,6 @@
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/probe_fields.h"
+#include "nodeinfo/control_bytes.h"
 #include "nodeinfo/text_lists.h"
 #include "nodeinfo/this_host.h"
 
@@ -33,7 +34,11 @@ ProbeOutcome interpret_probe(const CommandResult& run, const std::string& probe,
     return out;
   }
   if (run.timed_out) {
-    out.failure = probe_finding(Status::critical, fmt::format("GPU probe timed out after {:g} s", timeout_s),
+    // Where it hung is in what NCCL or CUDA logged last (NCCL_DEBUG=INFO, on stderr).
+    std::string last = escape_control(last_line(run.err));
+    out.failure = probe_finding(Status::critical,
+                                fmt::format("GPU probe timed out after {:g} s{}", timeout_s,
+                                            last.empty() ? "" : "; it last said: " + last),
                                 "a GPU or the driver hangs: look for Xid errors in `dmesg` and try `nvidia-smi`; "
                                 "reset the GPU or reboot the node");
     return out;

@@ -30,4 +30,10 @@ std::string first_line(std::string_view text) {
   return line.size() > 300 ? line.substr(0, 300) + "..." : line;
 }
 
+std::string last_line(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.remove_suffix(1);
+  std::size_t nl = text.rfind('\n');
+  return first_line(nl == std::string_view::npos ? text : text.substr(nl + 1));
+}
+
 }  // namespace gpudiag

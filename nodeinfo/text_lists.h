@@ -17,4 +17,7 @@ std::string join(const std::vector<std::string>& items, const char* sep = ", ");
 // for messages that quote what scontrol or the probe said.
 std::string first_line(std::string_view text);
 
+// The last line that is not blank, cut the same way: what a killed program said last.
+std::string last_line(std::string_view text);
+
 }  // namespace gpudiag

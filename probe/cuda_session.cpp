@@ -100,7 +100,11 @@ nlohmann::json CudaSession::describe() const {
 
 DeviceBuffer::DeviceBuffer(const CudaSession& s, std::size_t gpu, std::size_t bytes) : s_(s), gpu_(gpu) {
   s.use(gpu);
-  check_cuda(s.cu(), s.cu().mem_alloc(&ptr_, bytes), "cuMemAlloc");
+  // The size is in the message: an out-of-memory error is either a GPU shared with
+  // someone else or a check asking for more than the GPU has (seen on an H100 with
+  // nccl.bytes: 48G, which needs 96 GB for send and receive).
+  const std::string what = "cuMemAlloc of " + std::to_string(bytes >> 20) + " MiB on GPU " + std::to_string(gpu);
+  check_cuda(s.cu(), s.cu().mem_alloc(&ptr_, bytes), what.c_str());
 }
 
 DeviceBuffer::~DeviceBuffer() {

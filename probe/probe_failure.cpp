@@ -43,9 +43,9 @@ nlohmann::json gpu_call_failure(const GpuCallError& e, const std::string& nccl_t
   if (!nccl_text.empty()) message += "; NCCL: " + nccl_text;
   auto has = [&](const char* s) { return nccl_text.find(s) != std::string::npos; };
   if (e.cuda == CUDA_ERROR_OUT_OF_MEMORY || has("out of memory"))
-    return probe_error("busy", message + " (another process holds the GPU's memory)",
+    return probe_error("busy", message + " (another process holds the GPU's memory, or the check asks for more than it has)",
                        "run the check while the node is idle (HealthCheckProgram, or a job that owns the node); "
-                       "`nvidia-smi` lists the processes");
+                       "`nvidia-smi` lists the processes; the all_reduce needs twice nccl.bytes per GPU");
   if (e.cuda == CUDA_ERROR_DEVICE_UNAVAILABLE)
     return probe_error("busy", message + " (an exclusive-process GPU in use by another process)",
                        "run the check while the node is idle; `nvidia-smi -q -d COMPUTE` shows the compute mode");

@@ -41,12 +41,15 @@ std::vector<unsigned long long> parse_sizes(const std::string& list) {
 }
 
 // The JSON's descriptor: stdout as it was, close-on-exec so that nothing NCCL starts
-// inherits it. Then fd 1 is stderr, for whatever the libraries print.
+// inherits it. Then fd 1 is stderr, for whatever the libraries print, line-buffered:
+// NCCL's debug log goes through stdio without flushing, and on a real H100 the last
+// 4 KiB of it (Init COMPLETE included) were lost at _exit, or at the kill of a hung probe.
 int private_stdout() {
   std::fflush(stdout);
   int fd = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
   if (fd < 0) return STDOUT_FILENO;
   ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   return fd;
 }
 
@@ -116,6 +119,8 @@ int main(int argc, char** argv) {
   out["probe"] = devices->parsed() ? "devices" : p2p->parsed() ? "p2p" : "allreduce";
   std::string text = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_all(json_fd, text);
+  // Libraries' stdio (NCCL_DEBUG_FILE too) is flushed: that is memory, not the driver.
+  std::fflush(nullptr);
   // Skip static destructors and anything else that would call into the driver: after
   // a failure, freeing memory or destroying a communicator can block on a stuck
   // kernel, and the diagnosis is already out.

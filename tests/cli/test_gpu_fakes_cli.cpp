@@ -112,6 +112,23 @@ TEST_F(FakeDriver, NcclDebugOutputDoesNotBreakTheJson) {
   EXPECT_EQ(check(r, "nccl")["status"], "ok") << text(check(r, "nccl"));
 }
 
+// Found on a real H100: NCCL writes its log through stdio and never flushes it, so the
+// probe's _exit lost the last 4 KiB (Init COMPLETE included). The fake NCCL does not flush
+// either. A hung probe's log is kept up to its last line, and the report quotes it.
+TEST_F(FakeDriver, NcclsLogSurvivesTheProbesExitAndItsKill) {
+  env({{"NCCL_DEBUG", "INFO"}});
+  auto r = run_process({kProbe, "--nvml", GPUDIAG_FAKE_NVML, "--cuda", GPUDIAG_FAKE_CUDA, "--nccl", GPUDIAG_FAKE_NCCL,
+                        "allreduce", "--sizes", "1M", "--iters", "1", "--warmup", "0"});
+  EXPECT_TRUE(json::parse(r.out, nullptr, false).is_object()) << r.out;
+  EXPECT_NE(r.err.find("NCCL INFO Init COMPLETE"), std::string::npos) << r.err;
+
+  env({{"FAKE_HANG", "ncclAllReduce"}});
+  json c = check(health("nccl", config(GPUDIAG_FAKE_CUDA, "", "3s")), "nccl");
+  EXPECT_EQ(c["status"], "critical") << text(c);
+  EXPECT_TRUE(has(c, "GPU probe timed out after 3 s; it last said: fakehost:")) << text(c);
+  EXPECT_TRUE(has(c, "NCCL INFO Init COMPLETE")) << text(c);
+}
+
 // 3.2: 8 GPUs in NVML, 7 in CUDA: the all_reduce left one out.
 TEST_F(FakeDriver, GpuMissingFromCudaFailsTheNcclCheck) {
   env({{"FAKE_CUDA_GPUS", "7"}});
@@ -225,7 +242,8 @@ TEST_F(FakeDriver, LocalConditionsAreUnknownWithTheirOwnFix) {
   env({{"FAKE_FAIL", "cuMemAlloc=2"}});
   json c = check(health("nccl", config()), "nccl");
   EXPECT_EQ(c["status"], "unknown") << text(c);
-  EXPECT_TRUE(has(c, "another process holds the GPU's memory) | run the check while the node is idle")) << text(c);
+  EXPECT_TRUE(has(c, "cuMemAlloc of 1 MiB on GPU 0 failed: out of memory (2) (another process holds the GPU's memory, or "
+                     "the check asks for more than it has) | run the check while the node is idle")) << text(c);
 
   env({{"FAKE_FAIL", "cuDevicePrimaryCtxRetain@2=46"}});
   c = check(health("nccl", config()), "nccl");

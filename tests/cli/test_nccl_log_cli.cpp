@@ -166,3 +166,26 @@ TEST_F(NcclLogCli, NothingReadableIsNeverClean) {
 }
 
 }  // namespace
+
+namespace {
+
+// A log that real NCCL (2.28.3, CUDA 13.0) wrote on an H100 through the probe's all_reduce
+// with NCCL_DEBUG=INFO (tests/data/nccl/): the parser's formats checked against the thing
+// itself, not only against lines written from NCCL's source.
+TEST(NcclLogRealNccl, OneRankOnAnH100IsReadInFull) {
+  auto r = run_process({kBin, "nccl-log", "--json", std::string(GPUDIAG_TEST_DATA) + "/nccl/h100-nccl-2.28.3-one-rank.log"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j.value("status", ""), "clean") << r.out;
+  EXPECT_EQ(j.value("lines", 0), j.value("nccl_lines", -1)) << r.out;
+  ASSERT_EQ(j["processes"].size(), 1u) << r.out;
+  const auto& p = j["processes"][0];
+  EXPECT_EQ(p.value("version", ""), "2.28.3") << p.dump();
+  EXPECT_EQ(p.value("network", ""), "Socket") << p.dump();
+  EXPECT_EQ(p.value("oob", ""), "eth0") << p.dump();
+  EXPECT_EQ(p.value("init", ""), "COMPLETE") << p.dump();
+  EXPECT_EQ(p.value("nranks", 0), 1) << p.dump();
+}
+
+}  // namespace

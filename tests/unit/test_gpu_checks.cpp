@@ -209,6 +209,12 @@ TEST(ProbeOutcome, TimeoutAndSignalAreCritical) {
   ASSERT_TRUE(o.failure);
   EXPECT_EQ(o.failure->status, Status::critical);
   EXPECT_EQ(o.failure->message, "GPU probe timed out after 12 s");
+  // What NCCL logged last says where it hung; a terminal escape in it stays inert.
+  run.err = "n1:7:7 [0] NCCL INFO Bootstrap: Using eth0\nn1:7:7 [0] NCCL INFO comm 0x1 \x1b[2J rank 0\n\n";
+  o = interpret_probe(run, "/p", 12, GpuExpect{});
+  EXPECT_EQ(o.failure->message,
+            "GPU probe timed out after 12 s; it last said: n1:7:7 [0] NCCL INFO comm 0x1 \\x1b[2J rank 0");
+  run.err.clear();
   run.timed_out = false;
   run.signal = SIGSEGV;
   o = interpret_probe(run, "/p", 12, GpuExpect{});
