@@ -1,8 +1,52 @@
 #include <fmt/format.h>
 
+#include <map>
+
 #include "healthcheck/formats.h"
 
 namespace gpudiag {
+namespace {
+
+// Label values are escaped as the exposition format asks: backslash, quote, newline.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Every check's per-device values, one HELP/TYPE block per metric name (the format
+// wants a name's samples together), in the order names first appear.
+std::string device_metrics(const Report& r) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const Metric*>> by_name;
+  for (const auto& c : r.checks)
+    for (const auto& m : c.metrics) {
+      auto& v = by_name[m.name];
+      if (v.empty()) order.push_back(m.name);
+      v.push_back(&m);
+    }
+  std::string out;
+  for (const auto& name : order) {
+    const auto& v = by_name[name];
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, v.front()->help, name);
+    for (const Metric* m : v) {
+      std::string labels;
+      for (const auto& [k, val] : m->labels) labels += fmt::format("{}{}=\"{}\"", labels.empty() ? "" : ",", k, label_value(val));
+      out += labels.empty() ? fmt::format("{} {}\n", name, m->value)
+                            : fmt::format("{}{{{}}} {}\n", name, labels, m->value);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string format_prometheus(const Report& r) {
   std::string out;
@@ -26,6 +70,7 @@ std::string format_prometheus(const Report& r) {
   out += "# HELP gpudiag_duration_seconds Time the whole run took.\n";
   out += "# TYPE gpudiag_duration_seconds gauge\n";
   out += fmt::format("gpudiag_duration_seconds {:.6f}\n", r.duration_ms / 1000.0);
+  out += device_metrics(r);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nodeinfo/config.h"
@@ -28,6 +29,16 @@ struct Finding {
   std::string hint;     // what to do about it; may be empty
 };
 
+// One per-device value for `--format prometheus` (port rate, PCIe width, an error
+// counter, busbw): checks add them as they read; the formatter groups them by name.
+// `name` is the full metric name (gpudiag_...), labels identify the device.
+struct Metric {
+  std::string name;
+  std::string help;
+  std::vector<std::pair<std::string, std::string>> labels;
+  double value = 0;
+};
+
 struct CheckResult {
   std::string name;
   Status status = Status::ok;
@@ -36,6 +47,7 @@ struct CheckResult {
   std::vector<Finding> findings;  // OK findings describe what was seen (verbose, JSON)
   nlohmann::json details;         // structured extras for JSON, e.g. PCI locality
   std::string text;               // a preformatted block (the P2P matrix) for verbose output
+  std::vector<Metric> metrics;    // per-device values for prometheus
 
   void add(Finding f);
   // The worst finding, or nullptr when all are OK.

@@ -76,6 +76,23 @@ TEST(PrometheusFormat, StatusAndDurations) {
   EXPECT_NE(text.find("gpudiag_status 2\n"), std::string::npos);
 }
 
+TEST(PrometheusFormat, DeviceMetricsAreGroupedByNameWithEscapedLabels) {
+  Report r = sample(Status::ok);
+  r.checks[0].metrics.push_back({"gpudiag_ib_port_rate_gbps", "Port rate.", {{"hca", "mlx5_0"}, {"port", "1"}}, 400});
+  CheckResult gpu;
+  gpu.name = "gpu";
+  gpu.metrics.push_back({"gpudiag_ib_port_rate_gbps", "Port rate.", {{"hca", "odd\"\\\nname"}, {"port", "1"}}, 200});
+  gpu.metrics.push_back({"gpudiag_last_run_timestamp_seconds", "When.", {}, 1700000000});
+  r.add(gpu);
+  std::string text = format_prometheus(r);
+  EXPECT_NE(text.find("# HELP gpudiag_ib_port_rate_gbps Port rate.\n# TYPE gpudiag_ib_port_rate_gbps gauge\n"
+                      "gpudiag_ib_port_rate_gbps{hca=\"mlx5_0\",port=\"1\"} 400\n"
+                      "gpudiag_ib_port_rate_gbps{hca=\"odd\\\"\\\\\\nname\",port=\"1\"} 200\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpudiag_last_run_timestamp_seconds 1700000000\n"), std::string::npos) << text;
+}
+
 TEST(HumanFormat, ProblemsAndFixesButNotOkUnlessVerbose) {
   std::string text = format_human(sample(Status::critical), false, false);
   EXPECT_NE(text.find("CRITICAL"), std::string::npos);
