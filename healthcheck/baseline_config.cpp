@@ -57,6 +57,14 @@ std::string list(const std::vector<std::string>& items) {
 
 const char* yes(bool b) { return b ? "true" : "false"; }
 std::string num(double v) { return fmt::format("{}", v); }
+// 1G, 256M, 1000: the way etc/gpudiag.yaml writes sizes, and exact.
+std::string size(unsigned long long v) {
+  static const std::pair<const char*, unsigned long long> kUnits[] = {
+      {"T", 1ull << 40}, {"G", 1ull << 30}, {"M", 1ull << 20}, {"K", 1ull << 10}};
+  for (const auto& [unit, bytes] : kUnits)
+    if (v >= bytes && v % bytes == 0) return fmt::format("{}{}", v / bytes, unit);
+  return fmt::format("{}", v);
+}
 std::string secs(double v) { return fmt::format("{}s", static_cast<long long>(v + 0.5)); }
 
 void write_health(std::string& o, const HealthSettings& h) {
@@ -124,8 +132,8 @@ void write_gpu(std::string& o, const Baseline& b, const GpuExpect& g) {
 
 void write_p2p_nccl(std::string& o, const P2pSettings& p, const NcclCheckSettings& n) {
   o += "\np2p:\n  expect: " + p.expect + "\n  bandwidth: " + yes(p.bandwidth) + "\n  min_bandwidth: " +
-       num(p.min_bandwidth_gbps) + fmt::format("\n  copy_bytes: {}\n", p.copy_bytes);
-  o += fmt::format("\nnccl:\n  bytes: {}\n  iters: {}\n  warmup: {}\n", n.bytes, n.iters, n.warmup);
+       num(p.min_bandwidth_gbps) + "\n  copy_bytes: " + size(p.copy_bytes) + "\n";
+  o += fmt::format("\nnccl:\n  bytes: {}\n  iters: {}\n  warmup: {}\n", size(n.bytes), n.iters, n.warmup);
   if (!n.min_bandwidth.empty()) {
     o += "  min_bandwidth:\n";
     for (const auto& r : n.min_bandwidth) {
@@ -163,7 +171,7 @@ void write_plugin(std::string& o, const PluginSettings& p) {
   const auto& pf = p.preflight;
   o += fmt::format("  preflight:\n    enabled: {}\n    shm_path: {}\n    shm_min: {}\n    memlock: {}\n"
                    "    fs_root: {}\n",
-                   yes(pf.enabled), q(pf.shm_path), pf.shm_min_bytes, yes(pf.memlock), q(pf.fs_root));
+                   yes(pf.enabled), q(pf.shm_path), size(pf.shm_min_bytes), yes(pf.memlock), q(pf.fs_root));
 }
 
 }  // namespace
@@ -250,8 +258,10 @@ Baseline derive_baseline(const BaselineFacts& f, const Config& loaded) {
       for (const auto& [n, c] : models) seen += fmt::format("{}{} x {}", seen.empty() ? "" : ", ", c, n);
       b.doubts.push_back("the GPUs are not all the same model: " + seen);
     }
-    if (!models.empty()) b.gpu_model = model_pattern(models.begin()->first);
-    else b.gpu_note = "not read: the driver named no GPU";
+    int most_gpus = 0;
+    for (const auto& [n, c] : models)
+      if (c > most_gpus) most_gpus = c, b.gpu_model = model_pattern(n);
+    if (models.empty()) b.gpu_note = "not read: the driver named no GPU";
   }
 
   b.iommu_mode = f.iommu_mode;
@@ -266,7 +276,7 @@ Baseline derive_baseline(const BaselineFacts& f, const Config& loaded) {
   b.pcie.gpu_speed = lowest<double>(f.gpu_links, speed);
   b.pcie.nic_width = lowest<int>(nics, width);
   b.pcie.nic_speed = lowest<double>(nics, speed);
-  for (const auto* links : {&f.gpu_links, &nics}) {
+  for (const std::vector<PcieLinkFact>* links : {&f.gpu_links, static_cast<const std::vector<PcieLinkFact>*>(&nics)}) {
     below_siblings<int>(
         *links, width,
         [](const PcieLinkFact& l, int v, int best) {

@@ -344,4 +344,28 @@ TEST_F(FakeDriver, TemperatureThrottleAndReplaysArePrometheusMetrics) {
   EXPECT_NE(r.out.find("gpudiag_gpu_pcie_replays{gpu=\"4\",bdf=\"00000000:59:00.0\"} 3\n"), std::string::npos) << r.out;
 }
 
+// Fabric states other than "not started" (already covered above) are judged too.
+TEST_F(FakeDriver, FabricInProgressWarnsAndFailedRegistrationIsCritical) {
+  env({{"FAKE_FABRIC", "2:0"}});
+  json c = check(health("gpu", config()), "gpu");
+  EXPECT_EQ(c["status"], "warning") << text(c);
+  EXPECT_TRUE(has(c, "NVSwitch fabric registration is still in progress")) << text(c);
+  env({{"FAKE_FABRIC", "3:999"}});
+  c = check(health("gpu", config()), "gpu");
+  EXPECT_EQ(c["status"], "critical") << text(c);
+  EXPECT_TRUE(has(c, "NVSwitch fabric registration failed: Unknown Error (999)")) << text(c);
+}
+
+// --baseline asks the probe for the model where it is allowed to (a configured probe).
+TEST_F(FakeDriver, BaselineReadsTheGpuModelThroughTheProbe) {
+  auto r = run_process({kHealth, "--baseline", "--fs-root", kFixtures + "/healthy", "--config", config()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\n  model: \"*H100*\"\n"), std::string::npos) << r.out;
+
+  env({{"FAKE_GPUS", "7"}});
+  r = run_process({kHealth, "--baseline", "--fs-root", kFixtures + "/healthy", "--config", config()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the driver sees 7 GPU(s) but 8 are on PCI"), std::string::npos) << r.err;
+}
+
 }  // namespace
