@@ -6,6 +6,7 @@
 #include <cctype>
 #include <map>
 
+#include "nodeinfo/control_bytes.h"
 #include "nodeinfo/name_patterns.h"
 
 namespace gpudiag {
@@ -54,6 +55,10 @@ std::string list(const std::vector<std::string>& items) {
   for (const auto& s : items) out += (out.size() > 1 ? ", " : "") + q(s);
   return out + "]";
 }
+
+// Text from sysfs, the kernel or the driver that goes into a comment: a newline in a
+// hostile tree's hostname must not start a line of YAML.
+std::string one_line(const std::string& s) { return replace_control(s, '?'); }
 
 const char* yes(bool b) { return b ? "true" : "false"; }
 std::string num(double v) { return fmt::format("{}", v); }
@@ -117,7 +122,7 @@ void write_gpu(std::string& o, const Baseline& b, const GpuExpect& g) {
   if (b.gpu_count) o += fmt::format("  count: {}  # NVIDIA GPUs on PCI\n", *b.gpu_count);
   else o += "  # count: PCI devices could not be listed here\n";
   if (!b.gpu_model.empty()) o += "  model: " + q(b.gpu_model) + "\n";
-  else if (!b.gpu_note.empty()) o += "  # model: " + b.gpu_note + "\n";
+  else if (!b.gpu_note.empty()) o += "  # model: " + one_line(b.gpu_note) + "\n";
   if (!g.probe.empty()) o += "  probe: " + q(g.probe) + "\n";
   o += "  probe_timeout: " + secs(g.probe_timeout_s) + "\n";
   o += "  throttle: " + policy_name(g.throttle) + "\n";
@@ -244,6 +249,16 @@ Baseline derive_baseline(const BaselineFacts& f, const Config& loaded) {
       for (const auto& port : ports)
         b.doubts.push_back(fmt::format("{} is {} where its siblings are {}", port, layer, *b.ib.link_layer));
 
+  // Less than the loaded config expects is a node below what the site has seen before.
+  if (loaded.ib.count && b.ib.count && *b.ib.count < *loaded.ib.count)
+    b.doubts.push_back(fmt::format("{} HCA(s) where the loaded config expects {} (ib.count)", *b.ib.count,
+                                   *loaded.ib.count));
+  if (loaded.ib.rate_gbps && b.ib.rate_gbps && *b.ib.rate_gbps < *loaded.ib.rate_gbps)
+    b.doubts.push_back(fmt::format("a port runs at {} Gb/sec where the loaded config expects {} (ib.rate_gbps)",
+                                   num(*b.ib.rate_gbps), num(*loaded.ib.rate_gbps)));
+  if (f.pci_error.empty() && loaded.gpu.count && f.pci_gpus < *loaded.gpu.count)
+    b.doubts.push_back(fmt::format("{} GPU(s) on PCI where the loaded config expects {} (gpu.count)", f.pci_gpus,
+                                   *loaded.gpu.count));
   if (f.pci_error.empty()) b.gpu_count = f.pci_gpus;
   else b.doubts.push_back("PCI devices could not be listed: " + f.pci_error);
   b.gpu_note = f.gpu_note;
@@ -296,13 +311,14 @@ Baseline derive_baseline(const BaselineFacts& f, const Config& loaded) {
 
 std::string baseline_yaml(const Baseline& b, const BaselineFacts& f, const Config& loaded, const std::string& date) {
   std::string o;
-  o += fmt::format("# gpudiag.yaml read from {} on {} by gpudiag-health --baseline.\n", f.host, date);
+  o += fmt::format("# gpudiag.yaml read from {} on {} by gpudiag-health --baseline.\n", one_line(f.host), date);
   o += "# What this node has is what every node of its kind is expected to have: copy this file\n"
        "# to them as /etc/gpudiag/gpudiag.yaml. Keys not about the hardware come from ";
-  o += loaded.source.empty() ? std::string("the defaults.\n") : "the config loaded then (" + loaded.source + ").\n";
+  o += loaded.source.empty() ? std::string("the defaults.\n")
+                             : "the config loaded then (" + one_line(loaded.source) + ").\n";
   if (!b.doubts.empty()) {
     o += "#\n# WARNING: this node did not look healthy; its numbers may be a sick node's:\n";
-    for (const auto& d : b.doubts) o += "#   " + d + "\n";
+    for (const auto& d : b.doubts) o += "#   " + one_line(d) + "\n";
   }
   o += "\n";
   write_health(o, loaded.health);

@@ -19,6 +19,7 @@
 #include "healthcheck/formats.h"
 #include "healthcheck/slurm_node.h"
 #include "nodeinfo/config.h"
+#include "nodeinfo/control_bytes.h"
 #include "nodeinfo/text_lists.h"
 #include "nodeinfo/this_host.h"
 
@@ -80,11 +81,11 @@ int print_baseline(const gpudiag::CheckContext& ctx) {
   write_all(gpudiag::baseline_yaml(baseline, facts, ctx.cfg, date));
   if (baseline.doubts.empty()) return 0;
   std::string list;
-  for (const auto& d : baseline.doubts) list += "\n  " + d;
+  for (const auto& d : baseline.doubts) list += "\n  " + gpudiag::escape_control(d);
   std::fprintf(stderr,
                "gpudiag: --baseline: %s does not look healthy; its numbers are in the baseline anyway:%s\n"
                "  Fix the node (or read the baseline of a healthy sibling) before copying this config to others.\n",
-               facts.host.c_str(), list.c_str());
+               gpudiag::escape_control(facts.host).c_str(), list.c_str());
   return 1;
 }
 

@@ -159,12 +159,36 @@ TEST_F(Baseline, SickNodeStillGetsABaselineButWarnsAndExits1) {
     EXPECT_NE(b.out.find("# WARNING: this node did not look healthy"), std::string::npos) << b.out;
     EXPECT_NE(b.out.find("\nib:\n"), std::string::npos) << b.out;
   }
+  // Below what the loaded config expects: the site has seen more than this node has.
+  auto b = baseline("gpu-missing", kSiteConfig);
+  EXPECT_EQ(b.exit_code, 1) << b.err;
+  EXPECT_NE(b.err.find("7 GPU(s) on PCI where the loaded config expects 8 (gpu.count)"), std::string::npos) << b.err;
 }
 
 TEST_F(Baseline, IsGivenAlone) {
   auto r = run_process({kBin, "--baseline", "--quick", "--fs-root", kFixtures + "/healthy"});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_NE(r.err.find("--baseline prints a config: give it alone"), std::string::npos) << r.err;
+}
+
+// What a hostile tree names (an HCA called `evil"name`, a hostname with a line of YAML in
+// it) stays a string or a comment: the baseline still loads and means what the node has.
+TEST_F(Baseline, HostileNamesCannotInjectYaml) {
+  const fs::path root = dir_ / "tree";
+  const fs::path port = root / "sys/class/infiniband/evil\"name/ports/1";
+  fs::create_directories(port);
+  fs::create_directories(root / "proc/sys/kernel");
+  fs::create_directories(root / "sys/bus/pci/devices");
+  std::ofstream(port / "state") << "4: ACTIVE\n";
+  std::ofstream(port / "phys_state") << "5: LinkUp\n";
+  std::ofstream(port / "rate") << "400 Gb/sec (4X NDR)\n";
+  std::ofstream(port / "link_layer") << "InfiniBand\n";
+  std::ofstream(root / "proc/sys/kernel/hostname") << "node\nib:\n  count: 99\n";
+  auto b = run_process({kBin, "--baseline", "--fs-root", root.string()});
+  EXPECT_NE(b.out.find("  hcas: [\"evil\\\"name\"]\n  count: 1\n"), std::string::npos) << b.out;
+  EXPECT_EQ(b.out.find("\nib:\n  count: 99"), std::string::npos) << b.out;
+  auto r = run_process({kBin, "--checks", "ib", "--fs-root", root.string(), "--config", loadable(b.out)});
+  EXPECT_EQ(r.exit_code, 0) << b.out << r.out << r.err;
 }
 
 }  // namespace

@@ -42,5 +42,15 @@ TEST(DeriveBaseline, MixedGpuModelsAndADriverShortOfPciAreDoubts) {
   EXPECT_EQ(b.doubts[1], "the GPUs are not all the same model: 1 x NVIDIA A100-SXM4-80GB, 1 x NVIDIA H100 80GB HBM3");
 }
 
+TEST(DeriveBaseline, LessThanTheLoadedConfigExpectsIsADoubt) {
+  BaselineFacts f;
+  f.pci_gpus = 7;
+  Config loaded;
+  loaded.gpu.count = 8;
+  Baseline b = derive_baseline(f, loaded);
+  EXPECT_EQ(b.gpu_count, 7);
+  EXPECT_EQ(b.doubts, (std::vector<std::string>{"7 GPU(s) on PCI where the loaded config expects 8 (gpu.count)"}));
+}
+
 }  // namespace
 }  // namespace gpudiag
