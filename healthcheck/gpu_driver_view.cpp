@@ -46,7 +46,7 @@ void check_clocks(CheckResult& out, const nlohmann::json& g, const std::string& 
   }
   const auto temp = probe_field<unsigned long long>(g, "temperature_c");
   const auto slowdown = probe_field<unsigned long long>(g, "slowdown_temperature_c");
-  if (temp && slowdown && *slowdown > 0 && *temp + kSlowdownMarginC >= *slowdown)
+  if (temp && slowdown && *slowdown > 0 && (*temp >= *slowdown || *slowdown - *temp <= kSlowdownMarginC))
     out.add({subject, Status::warning,
              fmt::format("{}: {} C, {} its slowdown temperature of {} C", who, *temp,
                          *temp >= *slowdown ? "at or above" : fmt::format("within {} C of", kSlowdownMarginC),
