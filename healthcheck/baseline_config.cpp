@@ -121,7 +121,8 @@ void write_gpu(std::string& o, const Baseline& b, const GpuExpect& g) {
   o += "\ngpu:\n";
   if (b.gpu_count) o += fmt::format("  count: {}  # NVIDIA GPUs on PCI\n", *b.gpu_count);
   else o += "  # count: PCI devices could not be listed here\n";
-  if (!b.gpu_model.empty()) o += "  model: " + q(b.gpu_model) + "\n";
+  if (!b.gpu_model.empty())
+    o += "  model: " + q(b.gpu_model) + (b.gpu_note.empty() ? "" : "  # " + one_line(b.gpu_note)) + "\n";
   else if (!b.gpu_note.empty()) o += "  # model: " + one_line(b.gpu_note) + "\n";
   if (!g.probe.empty()) o += "  probe: " + q(g.probe) + "\n";
   o += "  probe_timeout: " + secs(g.probe_timeout_s) + "\n";
@@ -279,6 +280,12 @@ Baseline derive_baseline(const BaselineFacts& f, const Config& loaded) {
     if (models.empty()) b.gpu_note = "not read: the driver named no GPU";
   }
 
+  // Not read here: the site's own pattern stands rather than vanishing from the copy.
+  if (b.gpu_model.empty() && !loaded.gpu.model.empty()) {
+    b.gpu_model = loaded.gpu.model;
+    b.gpu_note = b.gpu_note.empty() ? "from the loaded config"
+                                    : "from the loaded config; the driver's name was " + b.gpu_note;
+  }
   b.iommu_mode = f.iommu_mode;
   for (const auto& e : f.iommu_errors) b.doubts.push_back("IOMMU state: " + e);
 

@@ -52,5 +52,19 @@ TEST(DeriveBaseline, LessThanTheLoadedConfigExpectsIsADoubt) {
   EXPECT_EQ(b.doubts, (std::vector<std::string>{"7 GPU(s) on PCI where the loaded config expects 8 (gpu.count)"}));
 }
 
+TEST(DeriveBaseline, ModelNotReadKeepsTheLoadedPattern) {
+  BaselineFacts f;
+  f.pci_gpus = 8;
+  f.gpu_note = "not read: --fs-root is a copy of /sys";
+  Config loaded;
+  loaded.gpu.model = "*H200*";
+  Baseline b = derive_baseline(f, loaded);
+  EXPECT_EQ(b.gpu_model, "*H200*");
+  EXPECT_EQ(b.gpu_note, "from the loaded config; the driver's name was not read: --fs-root is a copy of /sys");
+  EXPECT_NE(baseline_yaml(b, f, loaded, "today").find(
+                "  model: \"*H200*\"  # from the loaded config; the driver's name was not read"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpudiag
