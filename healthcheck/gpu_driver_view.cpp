@@ -8,6 +8,75 @@
 namespace gpudiag {
 namespace {
 
+// nvmlClocksEventReason* bits (nvml.h; the same values as the older
+// nvmlClocksThrottleReason* names). Idle (0x1), application clocks (0x2), SW power cap
+// (0x4) and sync boost (0x10) are how a working GPU runs; these are not.
+constexpr unsigned long long kHwSlowdown = 0x8;      // nvmlClocksEventReasonHwSlowdown
+constexpr unsigned long long kSwThermal = 0x20;      // nvmlClocksEventReasonSwThermalSlowdown
+constexpr unsigned long long kHwThermal = 0x40;      // nvmlClocksEventReasonHwThermalSlowdown
+constexpr unsigned long long kHwPowerBrake = 0x80;   // nvmlClocksEventReasonHwPowerBrakeSlowdown
+constexpr unsigned kSlowdownMarginC = 5;             // this close to the slowdown temperature: a warning
+
+void check_clocks(CheckResult& out, const nlohmann::json& g, const std::string& subject, const std::string& who,
+                  const GpuExpect& expect) {
+  if (auto reasons = probe_field<unsigned long long>(g, "clocks_event_reasons")) {
+    std::vector<std::string> names, fixes;
+    if (*reasons & kHwSlowdown) {
+      names.push_back("HW slowdown");
+      fixes.push_back("HW slowdown: the board signals overheating or a power supply fault");
+    }
+    if (*reasons & kHwThermal) {
+      names.push_back("HW thermal slowdown");
+      fixes.push_back("HW thermal slowdown: check fans, airflow and the inlet temperature");
+    }
+    if (*reasons & kHwPowerBrake) {
+      names.push_back("HW power brake");
+      fixes.push_back("HW power brake: the system asserted it; check the PSUs and the BMC's event log");
+    }
+    if (!names.empty() && expect.throttle != Policy::ignore) {
+      std::string list, fix;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      for (const auto& f : fixes) fix += (fix.empty() ? "" : "; ") + f;
+      if (*reasons & kSwThermal) list += ", SW thermal slowdown";
+      out.add({subject, policy_status(expect.throttle),
+               fmt::format("{}: clocks pulled down by the hardware: {} (clocks event reasons {:#x})", who, list,
+                           *reasons),
+               fix + " (`nvidia-smi -q -d PERFORMANCE`); gpu.throttle sets how severe this is"});
+    }
+  }
+  const auto temp = probe_field<unsigned long long>(g, "temperature_c");
+  const auto slowdown = probe_field<unsigned long long>(g, "slowdown_temperature_c");
+  if (temp && slowdown && *slowdown > 0 && (*temp >= *slowdown || *slowdown - *temp <= kSlowdownMarginC))
+    out.add({subject, Status::warning,
+             fmt::format("{}: {} C, {} its slowdown temperature of {} C", who, *temp,
+                         *temp >= *slowdown ? "at or above" : fmt::format("within {} C of", kSlowdownMarginC),
+                         *slowdown),
+             "the GPU is about to lower its clocks: check fans, airflow and the inlet temperature "
+             "(`nvidia-smi -q -d TEMPERATURE`)"});
+  const auto replays = probe_field<unsigned long long>(g, "pcie_replay_count");
+  if (replays && *replays > expect.pcie_replay_max)
+    out.add({subject, Status::warning,
+             fmt::format("{}: {} PCIe replays since the driver loaded (gpu.pcie_replay_max {})", who, *replays,
+                         expect.pcie_replay_max),
+             "the PCIe link retransmits: reseat the GPU and check its riser or retimer; watch whether the count "
+             "keeps growing (`nvidia-smi -q -d PCIE`)"});
+}
+
+void add_metrics(CheckResult& out, const nlohmann::json& g, const std::string& index, const std::string& bus) {
+  const std::vector<std::pair<std::string, std::string>> labels = {{"gpu", index}, {"bdf", bus}};
+  if (auto t = probe_field<unsigned long long>(g, "temperature_c"))
+    out.metrics.push_back({"gpudiag_gpu_temperature_celsius", "GPU temperature (NVML, GPU sensor)", labels,
+                           static_cast<double>(*t)});
+  if (auto r = probe_field<unsigned long long>(g, "clocks_event_reasons"))
+    out.metrics.push_back({"gpudiag_gpu_clocks_event_reasons",
+                           "NVML clocks event (throttle) reasons bitmask: 0x8 HW slowdown, 0x40 HW thermal, 0x80 "
+                           "HW power brake",
+                           labels, static_cast<double>(*r)});
+  if (auto r = probe_field<unsigned long long>(g, "pcie_replay_count"))
+    out.metrics.push_back(
+        {"gpudiag_gpu_pcie_replays", "PCIe replay counter since the driver loaded", labels, static_cast<double>(*r)});
+}
+
 void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const GpuExpect& expect) {
   const auto index = probe_field<unsigned long long>(g, "index").value_or(pos);
   const std::string subject = fmt::format("GPU{}", index);
@@ -84,12 +153,18 @@ void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const
       out.add({subject, Status::warning, fmt::format("{}: NVSwitch fabric registration is still in progress", who),
                "wait a minute and check again; if it stays, " + fm});
   }
+  check_clocks(out, g, subject, who, expect);
+  add_metrics(out, g, std::to_string(index), bus);
   if (!expect.model.empty() && !matches(expect.model, name))
     out.add({subject, Status::warning, fmt::format("{} is not a '{}' (gpu.model)", who, expect.model),
              "update gpu.model if the hardware changed"});
   if (out.findings.size() == before)
     out.add({subject, Status::ok,
              fmt::format("{}: healthy{}", who, probe_field<bool>(g, "mig").value_or(false) ? ", MIG mode on" : ""), ""});
+  // A few replays are normal link life; the count is in details either way.
+  if (auto replays = probe_field<unsigned long long>(g, "pcie_replay_count");
+      replays && *replays > 0 && *replays <= expect.pcie_replay_max)
+    out.add({subject, Status::ok, fmt::format("{}: {} PCIe replay(s) since the driver loaded", who, *replays), ""});
 }
 
 }  // namespace

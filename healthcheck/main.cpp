@@ -9,14 +9,17 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
+#include "healthcheck/baseline_config.h"
 #include "healthcheck/check_runner.h"
 #include "healthcheck/drain_policy.h"
 #include "healthcheck/formats.h"
 #include "healthcheck/slurm_node.h"
 #include "nodeinfo/config.h"
+#include "nodeinfo/control_bytes.h"
 #include "nodeinfo/text_lists.h"
 #include "nodeinfo/this_host.h"
 
@@ -66,11 +69,31 @@ gpudiag::Result<bool> act_on_node(const gpudiag::Report& report, const gpudiag::
   return true;
 }
 
+// --baseline: the config of what this node has on stdout. A node that looks sick still
+// gets one, but exit 1 and a warning keep anybody from copying it unawares.
+int print_baseline(const gpudiag::CheckContext& ctx) {
+  auto facts = gpudiag::gather_baseline_facts(ctx);
+  auto baseline = gpudiag::derive_baseline(facts, ctx.cfg);
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  char date[32] = "an unknown date";
+  if (::gmtime_r(&now, &tm)) std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &tm);
+  write_all(gpudiag::baseline_yaml(baseline, facts, ctx.cfg, date));
+  if (baseline.doubts.empty()) return 0;
+  std::string list;
+  for (const auto& d : baseline.doubts) list += "\n  " + gpudiag::escape_control(d);
+  std::fprintf(stderr,
+               "gpudiag: --baseline: %s does not look healthy; its numbers are in the baseline anyway:%s\n"
+               "  Fix the node (or read the baseline of a healthy sibling) before copying this config to others.\n",
+               gpudiag::escape_control(facts.host).c_str(), list.c_str());
+  return 1;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"gpudiag-health: check this node's InfiniBand ports, PCIe ACS, IOMMU mode and GPUs.\n"
                "Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."};
   std::string config_path, fs_root = "/", checks_arg, format = "human", node;
-  bool quick = false, verbose = false, drain = false, resume = false;
+  bool quick = false, verbose = false, drain = false, resume = false, baseline = false;
   double timeout = 0;
   app.add_option("--config", config_path, "config file (default: /etc/gpudiag/gpudiag.yaml if it exists)");
   app.add_option("--fs-root", fs_root, "read /sys and /proc under DIR instead of / (fixtures, containers)");
@@ -84,6 +107,9 @@ int run(int argc, char** argv) {
   app.add_flag("--drain", drain, "if CRITICAL, drain this node in Slurm with reason '<prefix> <finding>'");
   app.add_flag("--resume", resume, "if OK and drained by gpudiag (reason starts with the prefix), resume it");
   app.add_flag("-v,--verbose", verbose, "show every finding, including what is fine, and where GPUs and NICs sit");
+  app.add_flag("--baseline", baseline,
+               "print a config (YAML) of what this node has, to copy to its identical siblings; exit 1 if it "
+               "looks sick");
   app.set_version_flag("--version", std::string("gpudiag-health ") + GPUDIAG_VERSION);
   try {
     app.parse(argc, argv);
@@ -118,6 +144,16 @@ int run(int argc, char** argv) {
   struct stat st;
   if (::stat(fs_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return usage_error(fmt::format("gpudiag-health: --fs-root {}: not a directory", fs_root));
+
+  if (baseline) {
+    if (quick || !checks_arg.empty() || drain || resume || format != "human")
+      return usage_error("gpudiag-health: --baseline prints a config: give it alone (with --config, --fs-root)");
+    gpudiag::RootedFs fs(fs_root);
+    gpudiag::CheckContext ctx{fs, cfg, false};
+    ctx.deadline = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(static_cast<long long>((timeout > 0 ? timeout : cfg.health.timeout_s) * 1000));
+    return print_baseline(ctx);
+  }
 
   gpudiag::RunOptions opts;
   if (quick && !checks_arg.empty()) return usage_error("gpudiag-health: give --quick or --checks, not both");

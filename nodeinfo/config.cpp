@@ -168,7 +168,7 @@ unsigned long long read_size(const Reader& r, const YAML::Node& n, const std::st
 
 void read_gpu(const Reader& r, const YAML::Node& n, GpuExpect& g) {
   r.require_map(n, "gpu");
-  r.only_keys(n, "gpu.", {"count", "model", "probe", "probe_timeout", "libraries"});
+  r.only_keys(n, "gpu.", {"count", "model", "probe", "probe_timeout", "libraries", "throttle", "pcie_replay_max"});
   if (n["count"]) g.count = r.numeric(n["count"], "gpu.count", 0, 64);
   if (n["model"]) g.model = r.scalar(n["model"], "gpu.model");
   if (n["probe"]) g.probe = r.absolute_path(n["probe"], "gpu.probe");
@@ -176,6 +176,9 @@ void read_gpu(const Reader& r, const YAML::Node& n, GpuExpect& g) {
     g.probe_timeout_s = r.seconds(n["probe_timeout"], "gpu.probe_timeout");
     if (g.probe_timeout_s < 1) r.fail(n["probe_timeout"], "'gpu.probe_timeout' must be at least 1s");
   }
+  if (n["throttle"]) g.throttle = r.policy(n["throttle"], "gpu.throttle");
+  if (n["pcie_replay_max"])
+    g.pcie_replay_max = r.numeric(n["pcie_replay_max"], "gpu.pcie_replay_max", 0ull, 4294967295ull);
   if (auto libs = n["libraries"]) {
     r.require_map(libs, "gpu.libraries");
     r.only_keys(libs, "gpu.libraries.", {"nvml", "cuda", "nccl"});

@@ -49,6 +49,12 @@ struct GpuExpect {
   std::string probe;            // gpudiag-gpu-probe; empty: ../libexec/gpudiag/ from gpudiag-health
   double probe_timeout_s = 40;  // per probe run, capped by what is left of health.timeout
   GpuLibraries libraries;
+  // What a GPU whose clocks the hardware pulls down (HW slowdown, HW thermal slowdown,
+  // HW power brake) is.
+  Policy throttle = Policy::warning;
+  // A PCIe replay counter above this is a WARNING. Absolute (since the driver loaded),
+  // because this check keeps no state between runs.
+  unsigned long long pcie_replay_max = 100;
   bool expects_none() const { return count && *count == 0; }
 };
 

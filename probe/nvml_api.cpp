@@ -35,6 +35,11 @@ Nvml load_nvml(const std::string& configured) {
   resolve(n.lib, n.nvlink_capability, {"nvmlDeviceGetNvLinkCapability"}, optional);
   resolve(n.lib, n.mig_mode, {"nvmlDeviceGetMigMode"}, optional);
   resolve(n.lib, n.fabric_info, {"nvmlDeviceGetGpuFabricInfo"}, optional);
+  resolve(n.lib, n.clocks_event_reasons,
+          {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"}, optional);
+  resolve(n.lib, n.temperature, {"nvmlDeviceGetTemperature"}, optional);
+  resolve(n.lib, n.temperature_threshold, {"nvmlDeviceGetTemperatureThreshold"}, optional);
+  resolve(n.lib, n.pcie_replay_counter, {"nvmlDeviceGetPcieReplayCounter"}, optional);
   return n;
 }
 

@@ -25,6 +25,8 @@ constexpr unsigned char kNvmlFabricNotSupported = 0;  // NVML_GPU_FABRIC_STATE_*
 constexpr unsigned char kNvmlFabricNotStarted = 1;
 constexpr unsigned char kNvmlFabricInProgress = 2;
 constexpr unsigned char kNvmlFabricCompleted = 3;
+constexpr int kNvmlTemperatureGpu = 0;                // NVML_TEMPERATURE_GPU (nvmlTemperatureSensors_t)
+constexpr int kNvmlTemperatureThresholdSlowdown = 1;  // NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
 
 struct nvmlPciInfo_t {
   char busIdLegacy[16];
@@ -82,6 +84,14 @@ struct Nvml {
   nvmlReturn_t (*nvlink_capability)(nvmlDevice_t, unsigned, int, unsigned*) = nullptr;
   nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned*, unsigned*) = nullptr;  // current, pending
   nvmlReturn_t (*fabric_info)(nvmlDevice_t, nvmlGpuFabricInfo_t*) = nullptr;
+  // nvmlDeviceGetCurrentClocksEventReasons (R535 on), else the older name for the same
+  // bitmask, nvmlDeviceGetCurrentClocksThrottleReasons.
+  nvmlReturn_t (*clocks_event_reasons)(nvmlDevice_t, unsigned long long*) = nullptr;
+  // (device, nvmlTemperatureSensors_t, degrees C)
+  nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned*) = nullptr;
+  // (device, nvmlTemperatureThresholds_t, degrees C)
+  nvmlReturn_t (*temperature_threshold)(nvmlDevice_t, int, unsigned*) = nullptr;
+  nvmlReturn_t (*pcie_replay_counter)(nvmlDevice_t, unsigned*) = nullptr;
 
   std::string err(nvmlReturn_t r) const;
 };

@@ -38,6 +38,21 @@ nlohmann::json nvlinks(const Nvml& nv, nvmlDevice_t h) {
   return links;
 }
 
+// Raw values only (the health check judges them): a driver that lacks the entry point
+// or a GPU that does not support the query leaves the field out.
+void add_clocks_and_thermals(const Nvml& nv, nvmlDevice_t h, nlohmann::json& g) {
+  unsigned long long reasons = 0;
+  if (nv.clocks_event_reasons && nv.clocks_event_reasons(h, &reasons) == kNvmlSuccess)
+    g["clocks_event_reasons"] = reasons;
+  unsigned temp = 0;
+  if (nv.temperature && nv.temperature(h, kNvmlTemperatureGpu, &temp) == kNvmlSuccess) g["temperature_c"] = temp;
+  if (nv.temperature_threshold &&
+      nv.temperature_threshold(h, kNvmlTemperatureThresholdSlowdown, &temp) == kNvmlSuccess)
+    g["slowdown_temperature_c"] = temp;
+  unsigned replays = 0;
+  if (nv.pcie_replay_counter && nv.pcie_replay_counter(h, &replays) == kNvmlSuccess) g["pcie_replay_count"] = replays;
+}
+
 nlohmann::json describe_gpu(const Nvml& nv, unsigned index, const NvmlGpu& gpu) {
   nlohmann::json g = {{"index", index}};
   nlohmann::json errors = nlohmann::json::array();
@@ -83,6 +98,7 @@ nlohmann::json describe_gpu(const Nvml& nv, unsigned index, const NvmlGpu& gpu) 
     if (nv.fabric_info(h, &f.info) == kNvmlSuccess && f.info.state != kNvmlFabricNotSupported)
       g["fabric"] = {{"state", f.info.state}, {"status", f.info.status}, {"status_text", nv.err(f.info.status)}};
   }
+  add_clocks_and_thermals(nv, h, g);
   g["nvlink"] = nvlinks(nv, h);
   g["errors"] = errors;
   return g;

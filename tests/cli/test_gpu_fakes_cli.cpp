@@ -26,7 +26,8 @@ const std::string kFixtures = GPUDIAG_FIXTURES_DIR;
 const char* const kFakeVars[] = {"FAKE_GPUS",       "FAKE_CUDA_GPUS",     "FAKE_CUDA_ORDER", "FAKE_NVLINKS",
                                  "FAKE_NVLINK_DOWN", "FAKE_NVLINK_UNSUPPORTED", "FAKE_NVLINK_NOCAP", "FAKE_P2P_STATUS",
                                  "FAKE_ECC",        "FAKE_REMAPPED",      "FAKE_MIG",           "FAKE_FABRIC",     "FAKE_SLOW_PAIR",
-                                 "FAKE_FAIL",       "FAKE_HANG",          "FAKE_NCCL_LAST_ERROR", "NCCL_DEBUG"};
+                                 "FAKE_FAIL",       "FAKE_HANG",          "FAKE_NCCL_LAST_ERROR", "NCCL_DEBUG",
+                                 "FAKE_THROTTLE",   "FAKE_TEMP",          "FAKE_SLOWDOWN_TEMP", "FAKE_REPLAY"};
 
 class FakeDriver : public ::testing::Test {
  protected:
@@ -268,6 +269,103 @@ TEST_F(FakeDriver, OlderDriversWorkAndTooOldOnesSaySo) {
   EXPECT_TRUE(has(c, "lacks cuDevicePrimaryCtxRelease_v2")) << text(c);
   EXPECT_TRUE(has(c, "it needs R470, CUDA 11.4, or later; R535 and R550 work")) << text(c);
   EXPECT_FALSE(has(c, "12.8")) << text(c);
+}
+
+// Issue 19 item 5: what NVML says about clocks, temperature and the PCIe link, judged.
+TEST_F(FakeDriver, HardwareThrottleHeatAndReplaysAreWarnings) {
+  env({{"FAKE_THROTTLE", "2:0x8,3:0x5,6:0xc0"},
+       {"FAKE_TEMP", "4:84,7:91"},
+       {"FAKE_REPLAY", "1:500,5:12"}});
+  json c = check(health("gpu", config()), "gpu");
+  EXPECT_EQ(c["status"], "warning") << text(c);
+  EXPECT_TRUE(has(c, "warning GPU2 (NVIDIA H100 80GB HBM3, 00000000:39:00.0): clocks pulled down by the hardware: "
+                     "HW slowdown (clocks event reasons 0x8) | HW slowdown: the board signals")) << text(c);
+  EXPECT_TRUE(has(c, "warning GPU6 (NVIDIA H100 80GB HBM3, 00000000:79:00.0): clocks pulled down by the hardware: "
+                     "HW thermal slowdown, HW power brake (clocks event reasons 0xc0)")) << text(c);
+  // Idle and the software power cap are how a working GPU runs.
+  EXPECT_FALSE(has(c, "warning GPU3")) << text(c);
+  EXPECT_TRUE(has(c, "ok GPU3 (NVIDIA H100 80GB HBM3, 00000000:49:00.0): healthy")) << text(c);
+  EXPECT_TRUE(has(c, "warning GPU4 (NVIDIA H100 80GB HBM3, 00000000:59:00.0): 84 C, within 5 C of its slowdown "
+                     "temperature of 87 C")) << text(c);
+  EXPECT_TRUE(has(c, "GPU7 (NVIDIA H100 80GB HBM3, 00000000:89:00.0): 91 C, at or above its slowdown temperature")) << text(c);
+  EXPECT_TRUE(has(c, "warning GPU1 (NVIDIA H100 80GB HBM3, 00000000:29:00.0): 500 PCIe replays since the driver loaded "
+                     "(gpu.pcie_replay_max 100)")) << text(c);
+  EXPECT_TRUE(has(c, "ok GPU5 (NVIDIA H100 80GB HBM3, 00000000:69:00.0): 12 PCIe replay(s) since the driver loaded"))
+      << text(c);
+  EXPECT_EQ(c["details"]["driver"]["gpus"][5]["pcie_replay_count"], 12) << c["details"].dump();
+}
+
+TEST_F(FakeDriver, ThrottlePolicyAndReplayLimitComeFromTheConfig) {
+  env({{"FAKE_THROTTLE", "0:0x80"}, {"FAKE_REPLAY", "1:500"}});
+  fs::path p = dir_ / "own.yaml";
+  std::ofstream(p) << "gpu:\n  count: 8\n  probe: " << kProbe << "\n  throttle: critical\n  pcie_replay_max: 1000\n"
+                   << "  libraries:\n    nvml: " << GPUDIAG_FAKE_NVML << "\n";
+  json c = check(health("gpu", p.string()), "gpu");
+  EXPECT_EQ(c["status"], "critical") << text(c);
+  EXPECT_TRUE(has(c, "critical GPU0 (NVIDIA H100 80GB HBM3, 00000000:19:00.0): clocks pulled down by the hardware: "
+                     "HW power brake (clocks event reasons 0x80)")) << text(c);
+  EXPECT_FALSE(has(c, "500 PCIe replays since the driver loaded (gpu.pcie_replay_max")) << text(c);
+
+  std::ofstream(p) << "gpu:\n  count: 8\n  probe: " << kProbe << "\n  throttle: ignore\n"
+                   << "  libraries:\n    nvml: " << GPUDIAG_FAKE_NVML << "\n";
+  env({{"FAKE_REPLAY", ""}});
+  c = check(health("gpu", p.string()), "gpu");
+  EXPECT_EQ(c["status"], "ok") << text(c);
+}
+
+// The integrator checks these raw values on a real H100: the probe prints them as NVML
+// gave them, and leaves out what the driver does not support.
+TEST_F(FakeDriver, ProbePrintsRawClockTemperatureAndReplayValues) {
+  env({{"FAKE_THROTTLE", "2:0x48"}, {"FAKE_TEMP", "2:71"}, {"FAKE_REPLAY", "2:9"},
+       {"FAKE_FAIL", "nvmlDeviceGetTemperatureThreshold@3=3,nvmlDeviceGetPcieReplayCounter@3=3"}});
+  auto r = run_process({kProbe, "--nvml", GPUDIAG_FAKE_NVML, "devices"});
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << r.err;
+  const json& g2 = j["gpus"][2];
+  EXPECT_EQ(g2["clocks_event_reasons"], 0x48) << g2.dump();
+  EXPECT_EQ(g2["temperature_c"], 71) << g2.dump();
+  EXPECT_EQ(g2["slowdown_temperature_c"], 87) << g2.dump();
+  EXPECT_EQ(g2["pcie_replay_count"], 9) << g2.dump();
+  const json& g3 = j["gpus"][3];
+  EXPECT_FALSE(g3.contains("slowdown_temperature_c")) << g3.dump();
+  EXPECT_FALSE(g3.contains("pcie_replay_count")) << g3.dump();
+  EXPECT_EQ(g3["clocks_event_reasons"], 1) << g3.dump();
+}
+
+TEST_F(FakeDriver, TemperatureThrottleAndReplaysArePrometheusMetrics) {
+  env({{"FAKE_TEMP", "4:84"}, {"FAKE_THROTTLE", "4:0x8"}, {"FAKE_REPLAY", "4:3"}});
+  auto r = run_process({kHealth, "--fs-root", kFixtures + "/healthy", "--config", config(), "--checks", "gpu",
+                        "--format", "prometheus"});
+  EXPECT_NE(r.out.find("# TYPE gpudiag_gpu_temperature_celsius gauge\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gpudiag_gpu_temperature_celsius{gpu=\"4\",bdf=\"00000000:59:00.0\"} 84\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gpudiag_gpu_clocks_event_reasons{gpu=\"4\",bdf=\"00000000:59:00.0\"} 8\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gpudiag_gpu_pcie_replays{gpu=\"4\",bdf=\"00000000:59:00.0\"} 3\n"), std::string::npos) << r.out;
+}
+
+// Fabric states other than "not started" (already covered above) are judged too.
+TEST_F(FakeDriver, FabricInProgressWarnsAndFailedRegistrationIsCritical) {
+  env({{"FAKE_FABRIC", "2:0"}});
+  json c = check(health("gpu", config()), "gpu");
+  EXPECT_EQ(c["status"], "warning") << text(c);
+  EXPECT_TRUE(has(c, "NVSwitch fabric registration is still in progress")) << text(c);
+  env({{"FAKE_FABRIC", "3:999"}});
+  c = check(health("gpu", config()), "gpu");
+  EXPECT_EQ(c["status"], "critical") << text(c);
+  EXPECT_TRUE(has(c, "NVSwitch fabric registration failed: Unknown Error (999)")) << text(c);
+}
+
+// --baseline asks the probe for the model where it is allowed to (a configured probe).
+TEST_F(FakeDriver, BaselineReadsTheGpuModelThroughTheProbe) {
+  auto r = run_process({kHealth, "--baseline", "--fs-root", kFixtures + "/healthy", "--config", config()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\n  model: \"*H100*\"\n"), std::string::npos) << r.out;
+
+  env({{"FAKE_GPUS", "7"}});
+  r = run_process({kHealth, "--baseline", "--fs-root", kFixtures + "/healthy", "--config", config()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the driver sees 7 GPU(s) but 8 are on PCI"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -134,6 +134,42 @@ static_assert(sizeof(P::ncclDataType_t) == sizeof(::ncclDataType_t));
 static_assert(sizeof(P::ncclRedOp_t) == sizeof(::ncclRedOp_t));
 static_assert(std::is_same_v<Real<P::CUstream>::type, ::cudaStream_t>, "NCCL's stream is CUDA's");
 
+// NVML, where the toolkit ships nvml.h next to cuda.h: the entry points and constants the
+// devices section added for clocks, temperature and PCIe replays (probe/nvml_api.h), and
+// the clocks event bits that healthcheck/gpu_driver_view.cpp decodes. The probe passes
+// NVML's enums as int, so their size is checked too.
+#if __has_include(<nvml.h>)
+#include <nvml.h>
+
+#include "probe/nvml_api.h"
+static_assert(sizeof(::nvmlReturn_t) == sizeof(P::nvmlReturn_t));
+static_assert(sizeof(::nvmlTemperatureSensors_t) == sizeof(int));
+static_assert(sizeof(::nvmlTemperatureThresholds_t) == sizeof(int));
+CHECK_VALUE(P::kNvmlTemperatureGpu, ::NVML_TEMPERATURE_GPU)
+CHECK_VALUE(P::kNvmlTemperatureThresholdSlowdown, ::NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+static_assert(std::is_same_v<decltype(&::nvmlDeviceGetTemperature),
+                             ::nvmlReturn_t (*)(::nvmlDevice_t, ::nvmlTemperatureSensors_t, unsigned int*)>);
+static_assert(std::is_same_v<decltype(&::nvmlDeviceGetTemperatureThreshold),
+                             ::nvmlReturn_t (*)(::nvmlDevice_t, ::nvmlTemperatureThresholds_t, unsigned int*)>);
+static_assert(std::is_same_v<decltype(&::nvmlDeviceGetPcieReplayCounter), ::nvmlReturn_t (*)(::nvmlDevice_t, unsigned int*)>);
+#ifdef nvmlClocksThrottleReasonHwSlowdown  // the names before R535 (deprecated since)
+static_assert(std::is_same_v<decltype(&::nvmlDeviceGetCurrentClocksThrottleReasons),
+                             ::nvmlReturn_t (*)(::nvmlDevice_t, unsigned long long*)>);
+CHECK_VALUE(0x8, nvmlClocksThrottleReasonHwSlowdown)
+CHECK_VALUE(0x20, nvmlClocksThrottleReasonSwThermalSlowdown)
+CHECK_VALUE(0x40, nvmlClocksThrottleReasonHwThermalSlowdown)
+CHECK_VALUE(0x80, nvmlClocksThrottleReasonHwPowerBrakeSlowdown)
+#endif
+#ifdef nvmlClocksEventReasonHwSlowdown  // R535 on: the same bits and call, renamed
+static_assert(std::is_same_v<decltype(&::nvmlDeviceGetCurrentClocksEventReasons),
+                             ::nvmlReturn_t (*)(::nvmlDevice_t, unsigned long long*)>);
+CHECK_VALUE(0x8, nvmlClocksEventReasonHwSlowdown)
+CHECK_VALUE(0x20, nvmlClocksEventReasonSwThermalSlowdown)
+CHECK_VALUE(0x40, nvmlClocksEventReasonHwThermalSlowdown)
+CHECK_VALUE(0x80, nvmlClocksEventReasonHwPowerBrakeSlowdown)
+#endif
+#endif
+
 int main() {
   std::printf("probe declarations match cuda.h (CUDA %d) and nccl.h (NCCL %d.%d.%d)\n", CUDA_VERSION, NCCL_MAJOR,
               NCCL_MINOR, NCCL_PATCH);

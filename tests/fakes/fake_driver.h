@@ -14,6 +14,10 @@
 //   FAKE_REMAPPED=1:pending   GPU 1 has a row remapping pending (or N:failure)
 //   FAKE_MIG=1                every GPU is in MIG mode
 //   FAKE_FABRIC=1:0           nvmlDeviceGetGpuFabricInfo: state 1 (NOT_STARTED), status 0
+//   FAKE_THROTTLE=2:0x8       GPU 2's clocks event reasons bitmask (default 0x1, idle)
+//   FAKE_TEMP=3:88            GPU 3 is at 88 C (default 34)
+//   FAKE_SLOWDOWN_TEMP=3:90   GPU 3's slowdown threshold (default 87)
+//   FAKE_REPLAY=1:500         GPU 1's PCIe replay counter (default 0)
 //   FAKE_SLOW_PAIR=1,2        peer copies between NVML GPUs 1 and 2 run at 5 GB/s
 //   FAKE_FAIL=call=code,...   the named call returns code; call@N: only for device N
 //   FAKE_HANG=call,...        the named call never returns; "kernel": kernels never finish

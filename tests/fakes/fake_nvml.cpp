@@ -23,6 +23,14 @@ bool link_listed(const char* var, int gpu, unsigned link) {
   return fake::in_list(var, std::to_string(gpu) + ":" + std::to_string(link));
 }
 
+// VAR=gpu:value,... (value in C's notation: 0x8 or 136); dflt for GPUs not listed.
+unsigned long long per_gpu(const char* var, int gpu, unsigned long long dflt) {
+  for (const auto& e : fake::split(fake::env(var), ','))
+    if (auto c = e.find(':'); c != std::string::npos && std::atoi(e.substr(0, c).c_str()) == gpu)
+      return std::strtoull(e.substr(c + 1).c_str(), nullptr, 0);
+  return dflt;
+}
+
 struct FieldValue {
   unsigned fieldId, scopeId;
   long long timestamp, latencyUsec;
@@ -161,6 +169,32 @@ int nvmlDeviceGetGpuFabricInfo(void* h, FabricInfo* info) {
   auto parts = fake::split(f, ':');
   info->state = static_cast<unsigned char>(std::atoi(parts[0].c_str()));
   info->status = parts.size() > 1 ? std::atoi(parts[1].c_str()) : 0;
+  return 0;
+}
+
+int nvmlDeviceGetCurrentClocksEventReasons(void* h, unsigned long long* reasons) {
+  if (!valid(h)) return 2;
+  if (int f = fail_or("nvmlDeviceGetCurrentClocksEventReasons", idx(h))) return f;
+  *reasons = per_gpu("FAKE_THROTTLE", idx(h), 0x1);  // idle, like a GPU between jobs
+  return 0;
+}
+int nvmlDeviceGetTemperature(void* h, int sensor, unsigned* temp) {
+  if (!valid(h) || sensor != 0) return 2;  // NVML_TEMPERATURE_GPU is the only sensor
+  if (int f = fail_or("nvmlDeviceGetTemperature", idx(h))) return f;
+  *temp = static_cast<unsigned>(per_gpu("FAKE_TEMP", idx(h), 34));
+  return 0;
+}
+int nvmlDeviceGetTemperatureThreshold(void* h, int type, unsigned* temp) {
+  if (!valid(h)) return 2;
+  if (int f = fail_or("nvmlDeviceGetTemperatureThreshold", idx(h))) return f;
+  if (type != 1) return 3;  // only NVML_TEMPERATURE_THRESHOLD_SLOWDOWN is simulated
+  *temp = static_cast<unsigned>(per_gpu("FAKE_SLOWDOWN_TEMP", idx(h), 87));  // an H100 SXM's
+  return 0;
+}
+int nvmlDeviceGetPcieReplayCounter(void* h, unsigned* value) {
+  if (!valid(h)) return 2;
+  if (int f = fail_or("nvmlDeviceGetPcieReplayCounter", idx(h))) return f;
+  *value = static_cast<unsigned>(per_gpu("FAKE_REPLAY", idx(h), 0));
   return 0;
 }
 

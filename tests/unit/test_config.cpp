@@ -134,3 +134,20 @@ TEST(Config, UnreadableFilesSayWhy) {
   ASSERT_FALSE(f);
   EXPECT_NE(f.error().find("not a regular file"), std::string::npos);
 }
+
+TEST(Config, GpuThrottleAndReplayLimit) {
+  auto dflt = parse_config("", "t.yaml");
+  ASSERT_TRUE(dflt);
+  EXPECT_EQ(dflt->gpu.throttle, Policy::warning);
+  EXPECT_EQ(dflt->gpu.pcie_replay_max, 100u);
+  auto cfg = parse_config("gpu:\n  throttle: critical\n  pcie_replay_max: 5000\n", "t.yaml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  EXPECT_EQ(cfg->gpu.throttle, Policy::critical);
+  EXPECT_EQ(cfg->gpu.pcie_replay_max, 5000u);
+  auto bad = parse_config("gpu:\n  throttle: loud\n", "t.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error(), "gpudiag: t.yaml:2: 'gpu.throttle' is 'loud' (expected one of: critical, warning, ignore)");
+  bad = parse_config("gpu:\n  pcie_replay_max: -1\n", "t.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("'gpu.pcie_replay_max' must be a whole number"), std::string::npos) << bad.error();
+}

@@ -407,3 +407,16 @@ TEST(ProbeOutcome, BrokenDriverIsCriticalLocalConditionsAreUnknown) {
     EXPECT_EQ(interpret_probe(run, "/p", 5, GpuExpect{}).failure->status, Status::unknown) << kind;
   }
 }
+
+// A probe from another version may send anything: a temperature near 2^64 must not wrap
+// around the slowdown margin and read as cool; idle and power-capped clocks are fine.
+TEST(GpuDriverView, AbsurdTemperatureIsHotAndSoftwareReasonsAreFine) {
+  json g = json::array({{{"index", 0}, {"temperature_c", 18446744073709551613ull}, {"slowdown_temperature_c", 87}},
+                        {{"index", 1}, {"clocks_event_reasons", 0x5}, {"temperature_c", 81}, {"slowdown_temperature_c", 87}}});
+  CheckResult r{"gpu"};
+  add_driver_view(r, {{"gpus", g}}, 2, GpuExpect{});
+  ASSERT_EQ(r.count(Status::warning), 1) << r.findings.size();
+  EXPECT_NE(r.most_severe()->message.find("GPU0 (unknown model, bus id unknown): 18446744073709551613 C, at or above"),
+            std::string::npos)
+      << r.most_severe()->message;
+}

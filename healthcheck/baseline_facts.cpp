@@ -1,0 +1,78 @@
+#include "healthcheck/baseline_facts.h"
+
+#include <cstdlib>
+
+#include "healthcheck/check_iommu.h"
+#include "healthcheck/gpu_probe.h"
+#include "healthcheck/probe_fields.h"
+#include "nodeinfo/pci_devices.h"
+#include "nodeinfo/sysfs_text.h"
+#include "nodeinfo/this_host.h"
+
+namespace gpudiag {
+namespace {
+
+PcieLinkFact read_link(const RootedFs& fs, const std::string& bdf, const std::string& name) {
+  PcieLinkFact l{bdf, name, std::nullopt, std::nullopt};
+  const std::string dir = "/sys/bus/pci/devices/" + bdf + "/";
+  if (auto raw = fs.read_file(dir + "current_link_width", 64))
+    if (auto w = parse_int_attr(*raw, dir + "current_link_width"); w && *w > 0 && *w <= 32)
+      l.width = static_cast<int>(*w);
+  if (auto raw = fs.read_file(dir + "current_link_speed", 64))
+    if (auto text = attribute_text(*raw, dir + "current_link_speed", 64)) l.speed_gts = parse_link_speed(*text);
+  return l;
+}
+
+std::string node_name(const RootedFs& fs) {
+  if (auto raw = fs.read_file("/proc/sys/kernel/hostname", 256))
+    if (auto text = attribute_text(*raw, "/proc/sys/kernel/hostname", 255); text && !text->empty())
+      return short_name(*text);
+  return fs.is_host_root() ? short_hostname() : "an unnamed node";
+}
+
+}  // namespace
+
+std::optional<double> parse_link_speed(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  if (end == begin || !(v > 0 && v < 1000)) return std::nullopt;
+  return v;
+}
+
+BaselineFacts gather_baseline_facts(const CheckContext& ctx) {
+  BaselineFacts f;
+  f.host = node_name(ctx.fs);
+  f.ib = discover_ib(ctx.fs);
+  PciInventory pci = discover_pci(ctx.fs);
+  f.pci_error = pci.error;
+  for (const auto& dev : pci.devices) {
+    if (!dev.is_nvidia_gpu()) continue;
+    ++f.pci_gpus;
+    f.gpu_links.push_back(read_link(ctx.fs, dev.bdf, "GPU " + dev.bdf));
+  }
+  for (const auto& hca : f.ib.hcas)
+    if (!hca.pci_bdf.empty()) f.hca_links.push_back(read_link(ctx.fs, hca.pci_bdf, hca.name));
+  IommuFacts iommu = read_iommu_facts(ctx.fs);
+  f.iommu_mode = iommu_mode(iommu);
+  f.iommu_errors = iommu.errors;
+
+  // The same rule as the gpu check: a fixture tree's GPUs are not this machine's driver's.
+  if (f.pci_gpus == 0) return f;
+  if (!ctx.fs.is_host_root() && ctx.cfg.gpu.probe.empty()) {
+    f.gpu_note = "not read: --fs-root is a copy of /sys, and the driver cannot be redirected";
+    return f;
+  }
+  ProbeOutcome probe = run_probe(ctx, "devices", {});
+  if (!probe.ok()) {
+    f.gpu_note = "not read: " + probe.failure->message;
+    return f;
+  }
+  std::vector<std::string> names;
+  if (probe.data.contains("gpus") && probe.data["gpus"].is_array())
+    for (const auto& g : probe.data["gpus"]) names.push_back(probe_field<std::string>(g, "name").value_or(""));
+  f.gpu_names = names;
+  return f;
+}
+
+}  // namespace gpudiag
