@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "healthcheck/atomic_file.h"
 #include "healthcheck/check_runner.h"
+#include "healthcheck/run_state.h"
 #include "healthcheck/drain_policy.h"
 #include "healthcheck/formats.h"
 #include "healthcheck/slurm_node.h"
@@ -70,6 +72,7 @@ int run(int argc, char** argv) {
   CLI::App app{"gpudiag-health: check this node's InfiniBand ports, PCIe ACS, IOMMU mode and GPUs.\n"
                "Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."};
   std::string config_path, fs_root = "/", checks_arg, format = "human", node;
+  std::string output_path, state_dir;
   bool quick = false, verbose = false, drain = false, resume = false;
   double timeout = 0;
   app.add_option("--config", config_path, "config file (default: /etc/gpudiag/gpudiag.yaml if it exists)");
@@ -83,6 +86,12 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(0.1, 3600.0));
   app.add_flag("--drain", drain, "if CRITICAL, drain this node in Slurm with reason '<prefix> <finding>'");
   app.add_flag("--resume", resume, "if OK and drained by gpudiag (reason starts with the prefix), resume it");
+  app.add_option("--output", output_path,
+                 "write the report to FILE atomically (0644, e.g. for node_exporter's textfile collector) "
+                 "instead of stdout");
+  app.add_option("--state-dir", state_dir,
+                 "where xid and ibcounters remember the last run (default: health.state_dir, /var/lib/gpudiag; "
+                 "none under --fs-root)");
   app.add_flag("-v,--verbose", verbose, "show every finding, including what is fine, and where GPUs and NICs sit");
   app.set_version_flag("--version", std::string("gpudiag-health ") + GPUDIAG_VERSION);
   try {
@@ -141,8 +150,25 @@ int run(int argc, char** argv) {
 
   gpudiag::RootedFs fs(fs_root);
   gpudiag::CheckContext ctx{fs, cfg, opts.want_topology};
+  // A fixture's counters and log must not land in the host's state, so under
+  // --fs-root state is kept only where asked.
+  if (state_dir.empty()) state_dir = cfg.health.state_dir;
+  if (!state_dir.empty() && state_dir[0] != '/') return usage_error("gpudiag-health: --state-dir must be an absolute path");
+  if (state_dir.empty() && fs.is_host_root()) state_dir = gpudiag::kDefaultStateDir;
+  const bool stateful = gpudiag::uses_run_state(opts.checks);
+  gpudiag::RunState state =
+      !stateful ? gpudiag::RunState::disabled("")
+      : state_dir.empty()
+          ? gpudiag::RunState::disabled("no run state under --fs-root without --state-dir: compared with nothing")
+          : gpudiag::RunState::load(state_dir, node);
+  ctx.state = &state;
   gpudiag::RunOutcome outcome = gpudiag::run_checks(ctx, opts, node);
   const auto& report = outcome.report;
+  // After a timeout a check may still be writing to it.
+  if (!outcome.abandoned_thread) {
+    auto saved = state.save();
+    if (!saved) std::fprintf(stderr, "%s\n", saved.error().c_str());
+  }
 
   std::string text;
   if (format == "json") text = gpudiag::format_json(report);
@@ -150,12 +176,19 @@ int run(int argc, char** argv) {
   else if (format == "prometheus") text = gpudiag::format_prometheus(report);
   else {
     const char* term = std::getenv("TERM");
-    bool color = ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR") && !(term && std::string(term) == "dumb");
+    bool color = output_path.empty() && ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR") && !(term && std::string(term) == "dumb");
     text = gpudiag::format_human(report, verbose, color);
   }
   if (format == "human" && verbose && !drain && !resume) text += slurm_note(cfg, node);
-  write_all(text);
   int code = static_cast<int>(report.status);
+  if (output_path.empty()) {
+    write_all(text);
+  } else if (auto written = gpudiag::write_file_atomically(output_path, text, 0644); !written) {
+    // Nothing is lost: the report goes to stdout instead, and the exit code says so.
+    std::fprintf(stderr, "%s (check --output)\n", written.error().c_str());
+    write_all(text);
+    code = kExitUnknown;
+  }
   if (drain || resume) {
     auto acted = act_on_node(report, cfg, node, drain, resume, format == "human");
     if (!acted) {
