@@ -17,6 +17,7 @@ bool listed(const std::vector<int>& v, int x) { return std::find(v.begin(), v.en
 struct Seen {
   int count = 0;
   std::string last_detail;
+  bool held = false;  // reported by an earlier run of this boot, no new event since
 };
 
 // Where this run starts reading: after the last run's last record on the same boot,
@@ -92,28 +93,52 @@ XidOutcome evaluate_xid(const XidFacts& f, const nlohmann::json& previous, const
     ++s.count;
     s.last_detail = e->detail;
   }
+  // A GPU that needs a reset stays reported until the node reboots: otherwise the next
+  // run is OK and `--resume` would put a node with a broken GPU back into service.
+  if (w.since_last_run && previous.contains("held") && previous["held"].is_array())
+    for (const auto& h : previous["held"]) {
+      if (!h.is_object() || !h.contains("gpu") || !h["gpu"].is_string() || !h.contains("xid") ||
+          !h["xid"].is_number_integer())
+        continue;
+      auto [it, fresh] = seen.try_emplace({h["gpu"].get<std::string>(), h["xid"].get<int>()});
+      if (fresh) {
+        it->second.held = true;
+        it->second.count =
+            h.contains("count") && h["count"].is_number_integer() ? std::max(1, h["count"].get<int>()) : 1;
+        if (h.contains("detail") && h["detail"].is_string())
+          it->second.last_detail = h["detail"].get<std::string>().substr(0, 240);
+      }
+    }
 
-  int bad = 0, events = 0;
+  int bad = 0, events = 0, held = 0;
   std::vector<std::string> gpus;
+  nlohmann::json still_held = nlohmann::json::array();
   for (const auto& [key, s] : seen) {
     const auto& [gpu, xid] = key;
-    events += s.count;
-    if (std::find(gpus.begin(), gpus.end(), gpu) == gpus.end()) gpus.push_back(gpu);
+    (s.held ? held : events) += s.count;
+    if (!s.held && std::find(gpus.begin(), gpus.end(), gpu) == gpus.end()) gpus.push_back(gpu);
     auto info = find_xid(xid);
     const XidClass cls = info ? info->cls : XidClass::attention;
     const Status st = status_for(xid, cls, cfg);
     const std::string meaning = info ? info->meaning : "not in gpudiag's Xid catalogue";
     std::string times = s.count > 1 ? fmt::format(" ({} times)", s.count) : "";
-    std::string msg = fmt::format("GPU {}: Xid {}, {}{}: {}", gpu, xid, meaning, times, s.last_detail);
+    std::string msg = fmt::format("GPU {}: Xid {}, {}{}{}: {}", gpu, xid, meaning, times,
+                                  s.held ? " (seen by an earlier run; held until the node reboots)" : "",
+                                  s.last_detail);
     std::string hint;
     if (listed(cfg.ignore, xid)) msg += " (ignored by xid.ignore)";
     else if (info) hint = info->fix;
+    if (st == Status::critical) {
+      still_held.push_back({{"gpu", gpu}, {"xid", xid}, {"count", s.count}, {"detail", s.last_detail}});
+      if (s.held && !f.state_path.empty())
+        hint += fmt::format("; once the GPU was reset without a reboot, remove {} to clear this", f.state_path);
+    }
     else
       hint = "look it up in NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors) and add it to xid.critical "
              "or xid.ignore";
     if (st != Status::ok) ++bad;
     r.add({gpu, st, msg, hint});
-    r.metrics.push_back({"gpudiag_xid_events", "Xid events in the kernel log since the last run (or since boot).",
+    r.metrics.push_back({"gpudiag_xid_events", "Xid events per GPU since the last run (or boot); ones that need a reset count until reboot.",
                          {{"gpu", gpu}, {"xid", std::to_string(xid)}}, static_cast<double>(s.count)});
   }
   if (log.malformed > 0)
@@ -125,11 +150,12 @@ XidOutcome evaluate_xid(const XidFacts& f, const nlohmann::json& previous, const
 
   const std::string since = w.since_last_run ? "since the last run" : "since boot (" + w.why + ")";
   r.summary = events == 0 ? "no Xid " + since
-                          : fmt::format("{} Xid events on {} GPUs {}{}", events, gpus.size(), since,
+                          : fmt::format("{} Xid event(s) on {} GPU(s) {}{}", events, gpus.size(), since,
                                         bad ? "" : ", none that needs the node looked at");
+  if (held) r.summary += fmt::format("; {} earlier one(s) held until reboot", held);
   if (!w.since_last_run && !f.state_note.empty())
     r.add({"run-state", Status::ok, f.state_note, ""});
-  out.state = {{"boot_id", f.boot_id}, {"last_seq", last_seq}};
+  out.state = {{"boot_id", f.boot_id}, {"last_seq", last_seq}, {"held", still_held}};
   return out;
 }
 
@@ -139,7 +165,10 @@ XidFacts read_xid_facts(const CheckContext& ctx) {
   constexpr const char* kBootId = "/proc/sys/kernel/random/boot_id";
   if (auto raw = ctx.fs.read_file(kBootId, 256))
     if (auto id = attribute_text(*raw, kBootId)) f.boot_id = *id;
-  if (ctx.state) f.state_note = ctx.state->note();
+  if (ctx.state) {
+    f.state_note = ctx.state->note();
+    if (ctx.state->enabled()) f.state_path = ctx.state->path();
+  }
   return f;
 }
 

@@ -15,6 +15,7 @@ struct XidFacts {
   KmsgRead kmsg;
   std::string boot_id;     // empty when unreadable
   std::string state_note;  // why the previous run's state is missing, if it is
+  std::string state_path;  // where it is kept, for the hint on clearing a held Xid
 };
 
 struct XidOutcome {
@@ -22,7 +23,9 @@ struct XidOutcome {
   nlohmann::json state;  // to store for the next run; null: keep the previous
 };
 
-// Pure. `previous`: what the last run stored ({"boot_id", "last_seq"}), null if none.
+// Pure. `previous`: what the last run stored ({"boot_id", "last_seq", "held"}), null
+// if none. Xids that make the check CRITICAL are held (reported again by every run)
+// until the boot id changes.
 XidOutcome evaluate_xid(const XidFacts& facts, const nlohmann::json& previous, const XidSettings& cfg);
 XidFacts read_xid_facts(const CheckContext& ctx);
 CheckResult run_xid_check(const CheckContext& ctx);

@@ -98,7 +98,7 @@ std::optional<KmsgRecord> parse_kmsg_record(std::string_view line) {
       !whole_number(fields[2], r.usec))
     return std::nullopt;
   r.message = std::string(line.substr(semi + 1));
-  if (!r.message.empty() && r.message.back() == '\r') r.message.pop_back();
+  while (!r.message.empty() && r.message.back() == '\r') r.message.pop_back();
   return r;
 }
 
