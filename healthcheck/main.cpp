@@ -77,8 +77,9 @@ int run(int argc, char** argv) {
   double timeout = 0;
   app.add_option("--config", config_path, "config file (default: /etc/gpudiag/gpudiag.yaml if it exists)");
   app.add_option("--fs-root", fs_root, "read /sys and /proc under DIR instead of / (fixtures, containers)");
-  app.add_option("--checks", checks_arg, "comma list of checks: ib,acs,iommu,gpu,p2p,nccl");
-  app.add_flag("--quick", quick, "only the checks that need no GPU initialisation: ib,acs,iommu,gpu");
+  app.add_option("--checks", checks_arg, "comma list of checks: " + gpudiag::known_checks_text());
+  app.add_flag("--quick", quick,
+               "only the checks that need no GPU initialisation: " + gpudiag::join(gpudiag::quick_checks(), ","));
   app.add_option("--format", format, "human, json, nhc or prometheus")
       ->check(CLI::IsMember({"human", "json", "nhc", "prometheus"}));
   app.add_option("--node", node, "node name for the report (default: health.node_name, else hostname -s)");

@@ -212,4 +212,23 @@ TEST_F(StateChecks, OutputThatCannotBeWrittenIsExit3AndTheReportStillComes) {
   EXPECT_NE(missing.err.find("no/such/dir"), std::string::npos) << missing.err;
 }
 
+// This machine's own /dev/kmsg: read as root, and refused to a user while
+// kernel.dmesg_restrict=1 (UNKNOWN with the fix, never OK).
+TEST_F(StateChecks, TheRealKernelLog) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to read /dev/kmsg";
+  auto r = run_process({kBin, "--checks", "xid", "--state-dir", state, "--node", "n", "--format", "json"});
+  ASSERT_NE(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(summary(r.out, "xid").find("since boot"), std::string::npos) << r.out;
+  auto again = run_process({kBin, "--checks", "xid", "--state-dir", state, "--node", "n", "--format", "json"});
+  EXPECT_NE(summary(again.out, "xid").find("since the last run"), std::string::npos) << again.out;
+
+  if (slurp("/proc/sys/kernel/dmesg_restrict") != "1\n") GTEST_SKIP() << "kernel.dmesg_restrict is not 1";
+  auto user = run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", kBin, "--checks",
+                           "xid", "--state-dir", tmp + "/user-state", "--format", "json"});
+  EXPECT_EQ(user.exit_code, 3) << user.out << user.err;
+  auto f = finding(user.out, "xid", "kmsg");
+  ASSERT_FALSE(f.is_null()) << user.out;
+  EXPECT_NE(f["hint"].get<std::string>().find("run gpudiag-health as root"), std::string::npos) << f;
+}
+
 }  // namespace
