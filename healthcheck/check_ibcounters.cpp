@@ -37,7 +37,7 @@ void judge_port(const IbPortCounters& p, const nlohmann::json& before, const IbC
   bool was_reset = false;
   for (const auto& [name, now] : p.values) {
     auto it = before.find(name);
-    if (it == before.end() || !it->is_number_unsigned()) continue;
+    if (it == before.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0) continue;
     const auto then = it->get<unsigned long long>();
     if (now < then) {
       was_reset = true;

@@ -31,7 +31,8 @@ struct Window {
 Window window_for(const XidFacts& f, const nlohmann::json& prev) {
   Window w;
   const bool usable = prev.is_object() && prev.contains("boot_id") && prev["boot_id"].is_string() &&
-                      prev.contains("last_seq") && prev["last_seq"].is_number_unsigned();
+                      prev.contains("last_seq") && prev["last_seq"].is_number_integer() &&
+                      prev["last_seq"].get<std::int64_t>() >= 0;
   if (!usable) {
     w.why = f.state_note.empty() ? "no previous run" : f.state_note;
     return w;
@@ -128,17 +129,18 @@ XidOutcome evaluate_xid(const XidFacts& f, const nlohmann::json& previous, const
     std::string hint;
     if (listed(cfg.ignore, xid)) msg += " (ignored by xid.ignore)";
     else if (info) hint = info->fix;
+    else
+      hint = "look it up in NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors) and add it to xid.critical "
+             "or xid.ignore";
     if (st == Status::critical) {
       still_held.push_back({{"gpu", gpu}, {"xid", xid}, {"count", s.count}, {"detail", s.last_detail}});
       if (s.held && !f.state_path.empty())
         hint += fmt::format("; once the GPU was reset without a reboot, remove {} to clear this", f.state_path);
     }
-    else
-      hint = "look it up in NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors) and add it to xid.critical "
-             "or xid.ignore";
     if (st != Status::ok) ++bad;
     r.add({gpu, st, msg, hint});
-    r.metrics.push_back({"gpudiag_xid_events", "Xid events per GPU since the last run (or boot); ones that need a reset count until reboot.",
+    r.metrics.push_back({"gpudiag_xid_events",
+                         "Xid events per GPU since the last run (or boot); ones that need a reset count until reboot.",
                          {{"gpu", gpu}, {"xid", std::to_string(xid)}}, static_cast<double>(s.count)});
   }
   if (log.malformed > 0)
