@@ -146,9 +146,12 @@ XidOutcome evaluate_xid(const XidFacts& f, const nlohmann::json& previous, const
   if (log.malformed > 0)
     r.add({"kmsg", Status::ok,
            fmt::format("{} lines of the kernel log are not kmsg records and were skipped", log.malformed), ""});
-  if (log.overwritten)
+  // The ring buffer wrapped since the last run: what was logged in between is gone.
+  const bool gap = w.since_last_run && !log.records.empty() && log.records.front().seq > w.after_seq + 1;
+  if (log.overwritten || gap)
     r.add({"kmsg", Status::ok,
-           "older kernel log records were overwritten before they were read: Xids in them are not seen", ""});
+           "older kernel log records were overwritten before they were read: Xids in them are not seen",
+           gap ? "run gpudiag-health more often, or enlarge the kernel log buffer (log_buf_len=)" : ""});
 
   const std::string since = w.since_last_run ? "since the last run" : "since boot (" + w.why + ")";
   r.summary = events == 0 ? "no Xid " + since

@@ -166,6 +166,10 @@ TEST(EvaluateXid, OnlySinceTheLastRunOnTheSameBoot) {
   auto rebooted = evaluate_xid(facts(kXid79), prev, {});
   EXPECT_EQ(rebooted.result.status, Status::critical);
   EXPECT_NE(rebooted.result.summary.find("rebooted"), std::string::npos);
+  // Records between the runs were overwritten: said, not hidden.
+  auto wrapped = evaluate_xid(facts(kXid79), {{"boot_id", kBoot}, {"last_seq", 3}}, {});
+  ASSERT_NE(find(wrapped.result, "kmsg"), nullptr);
+  EXPECT_NE(find(wrapped.result, "kmsg")->hint.find("log_buf_len"), std::string::npos);
   // Garbage state is as good as none.
   EXPECT_EQ(evaluate_xid(facts(kXid79), {{"boot_id", 5}, {"last_seq", "x"}}, {}).result.status, Status::critical);
 }
