@@ -102,6 +102,11 @@ IbCounterOutcome evaluate_ibcounters(const IbCounterFacts& f, const nlohmann::js
       if (std::any_of(cfg.max_growth.begin(), cfg.max_growth.end(), [&](const auto& e) { return e.first == name; }))
         now[name] = v;
     }
+    for (const auto& [name, v] : p.hw_values)
+      r.metrics.push_back({"gpudiag_ib_port_hw_counter",
+                           "An mlx5 hw_counters value (RDMA transport) as the kernel reports it.",
+                           {{"hca", p.hca}, {"port", std::to_string(p.port)}, {"counter", name}},
+                           static_cast<double>(v)});
     ports[p.subject()] = now;
     const nlohmann::json* before = previous_port(previous, p.subject());
     if (!before) {
@@ -127,6 +132,23 @@ IbCounterOutcome evaluate_ibcounters(const IbCounterFacts& f, const nlohmann::js
   return out;
 }
 
+namespace {
+
+std::vector<std::pair<std::string, unsigned long long>> read_counters(const RootedFs& fs, const std::string& dir,
+                                                                      const std::vector<std::string>& names) {
+  std::vector<std::pair<std::string, unsigned long long>> out;
+  for (const auto& name : names) {
+    const std::string path = dir + "/" + name;
+    auto raw = fs.read_file(path, 64);
+    if (!raw) continue;  // some counters refuse reads on some link layers
+    auto v = parse_int_attr(*raw, path);
+    if (v && *v >= 0) out.emplace_back(name, static_cast<unsigned long long>(*v));
+  }
+  return out;
+}
+
+}  // namespace
+
 IbCounterFacts read_ibcounter_facts(const CheckContext& ctx) {
   IbCounterFacts f;
   IbInventory inv = discover_ib(ctx.fs);
@@ -140,17 +162,10 @@ IbCounterFacts read_ibcounter_facts(const CheckContext& ctx) {
       pc.port = port.number;
       const std::string dir = fmt::format("/sys/class/infiniband/{}/ports/{}/counters", hca.name, port.number);
       auto names = ctx.fs.list_dir(dir);
-      if (!names) {
-        pc.error = names.error();
-      } else {
-        for (const auto& name : *names) {
-          const std::string path = dir + "/" + name;
-          auto raw = ctx.fs.read_file(path, 64);
-          if (!raw) continue;  // some counters refuse reads on some link layers
-          auto v = parse_int_attr(*raw, path);
-          if (v && *v >= 0) pc.values.emplace_back(name, static_cast<unsigned long long>(*v));
-        }
-      }
+      if (!names) pc.error = names.error();
+      else pc.values = read_counters(ctx.fs, dir, *names);
+      const std::string hw = fmt::format("/sys/class/infiniband/{}/ports/{}/hw_counters", hca.name, port.number);
+      if (auto hw_names = ctx.fs.list_dir(hw)) pc.hw_values = read_counters(ctx.fs, hw, *hw_names);
       f.ports.push_back(std::move(pc));
     }
   }

@@ -18,6 +18,9 @@ struct IbPortCounters {
   std::string hca;
   int port = 0;
   std::vector<std::pair<std::string, unsigned long long>> values;  // every counter read, by name
+  // mlx5's hw_counters/ (RDMA transport: retries, timeouts, out of sequence): exported,
+  // not judged, since how fast they may grow depends on the workload.
+  std::vector<std::pair<std::string, unsigned long long>> hw_values;
   std::string error;  // the counters directory could not be listed
   std::string subject() const { return hca + ":" + std::to_string(port); }
 };

@@ -32,6 +32,7 @@ TEST(FixtureMetrics, IbPortsAndCounters) {
            "gpudiag_ib_port_counter{hca=\"mlx5_0\",port=\"1\",counter=\"symbol_error\"} 0\n",
            "gpudiag_ib_port_counter{hca=\"mlx5_0\",port=\"1\",counter=\"link_downed\"} 1\n",
            "gpudiag_ib_port_counter{hca=\"mlx5_0\",port=\"1\",counter=\"port_xmit_data\"} 21004242\n",
+           "gpudiag_ib_port_hw_counter{hca=\"mlx5_7\",port=\"1\",counter=\"out_of_sequence\"} 0\n",
            "# TYPE gpudiag_last_run_timestamp_seconds gauge\ngpudiag_last_run_timestamp_seconds 1",
        })
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
