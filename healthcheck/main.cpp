@@ -14,9 +14,9 @@
 
 #include "healthcheck/atomic_file.h"
 #include "healthcheck/check_runner.h"
-#include "healthcheck/run_state.h"
 #include "healthcheck/drain_policy.h"
 #include "healthcheck/formats.h"
+#include "healthcheck/run_state.h"
 #include "healthcheck/slurm_node.h"
 #include "nodeinfo/config.h"
 #include "nodeinfo/text_lists.h"
@@ -154,7 +154,8 @@ int run(int argc, char** argv) {
   // A fixture's counters and log must not land in the host's state, so under
   // --fs-root state is kept only where asked.
   if (state_dir.empty()) state_dir = cfg.health.state_dir;
-  if (!state_dir.empty() && state_dir[0] != '/') return usage_error("gpudiag-health: --state-dir must be an absolute path");
+  if (!state_dir.empty() && state_dir[0] != '/')
+    return usage_error("gpudiag-health: --state-dir must be an absolute path");
   if (state_dir.empty() && fs.is_host_root()) state_dir = gpudiag::kDefaultStateDir;
   const bool stateful = gpudiag::uses_run_state(opts.checks);
   gpudiag::RunState state =
@@ -177,7 +178,8 @@ int run(int argc, char** argv) {
   else if (format == "prometheus") text = gpudiag::format_prometheus(report);
   else {
     const char* term = std::getenv("TERM");
-    bool color = output_path.empty() && ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR") && !(term && std::string(term) == "dumb");
+    bool color = output_path.empty() && ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR") &&
+                 !(term && std::string(term) == "dumb");
     text = gpudiag::format_human(report, verbose, color);
   }
   if (format == "human" && verbose && !drain && !resume) text += slurm_note(cfg, node);

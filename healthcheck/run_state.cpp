@@ -147,7 +147,9 @@ Result<bool> RunState::save() const {
   nlohmann::json checks = previous_;
   for (auto it = updates_.begin(); it != updates_.end(); ++it) checks[it.key()] = it.value();
   nlohmann::json doc = {{"version", kVersion}, {"node", node_}, {"checks", checks}};
-  auto written = write_file_atomically_at(*fd, file_name_, doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", 0600, path_);
+  // A node name that is not UTF-8 must not lose the state (nlohmann throws by default).
+  const std::string text = doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  auto written = write_file_atomically_at(*fd, file_name_, text, 0600, path_);
   ::close(*fd);
   return written;
 }
