@@ -73,6 +73,14 @@ TEST_F(RunStateTest, NodeNamesCannotLeaveTheDirectory) {
   EXPECT_TRUE(fs::exists(s.path()));
 }
 
+TEST_F(RunStateTest, ANodeNameThatIsNotUtf8IsStillSaved) {
+  auto s = RunState::load(root, "gpu\xff");
+  s.set("xid", 1);
+  auto saved = s.save();
+  ASSERT_TRUE(saved) << saved.error();
+  EXPECT_EQ(RunState::load(root, "gpu\xff").previous("xid"), 1);
+}
+
 TEST_F(RunStateTest, GarbageIsNoPreviousRunWithANote) {
   for (const char* junk : {"{not json", "[]", "{\"version\": 99, \"checks\": {}}", "\xff\xfe\x00"}) {
     {
