@@ -40,6 +40,9 @@ CALLS = {
     "parse_nccl_line": "nccl_log",
     "parse_proc_stat": "proc_stat",
     "parse_scontrol_node": "scontrol_node",
+    "parse_kmsg_record": "kmsg",
+    "parse_kmsg_text": "kmsg",
+    "parse_xid_message": "kmsg",
 }
 LITERAL = r'(R"\((?:.|\n)*?\)"|"(?:[^"\\\n]|\\.)*")'
 
@@ -89,6 +92,8 @@ def from_fixtures(seeds, root):
                 target = "pci_config"
             elif name == "cmdline" and path.endswith("/proc/cmdline"):
                 target = "cmdline"
+            elif name == "kmsg" and path.endswith("/dev/kmsg"):
+                target = "kmsg"
             else:
                 continue
             data = read(path, 8192)

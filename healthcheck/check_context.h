@@ -7,6 +7,8 @@
 
 namespace gpudiag {
 
+class RunState;
+
 struct CheckContext {
   const RootedFs& fs;
   const Config& cfg;
@@ -16,6 +18,9 @@ struct CheckContext {
   // When the whole run's budget ends: a check that starts a helper (the GPU probe)
   // gives it no more than what is left, so the helper's timeout is the one reported.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // What the checks that compare with the last run (xid, ibcounters) read and store;
+  // null: nothing is kept, every run is a first run.
+  RunState* state = nullptr;
 };
 
 }  // namespace gpudiag

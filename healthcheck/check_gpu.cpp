@@ -16,6 +16,27 @@ std::string join(const std::vector<std::string>& v) {
 
 std::string numa_text(int numa) { return numa < 0 ? "NUMA unknown" : fmt::format("NUMA {}", numa); }
 
+// The driver's memory error counts per GPU, for --format prometheus.
+void add_ecc_metrics(CheckResult& out, const nlohmann::json& data) {
+  if (!data.contains("gpus") || !data["gpus"].is_array()) return;
+  for (const auto& g : data["gpus"]) {
+    if (!g.is_object() || !g.contains("pci_bus_id") || !g["pci_bus_id"].is_string()) continue;
+    const std::vector<std::pair<std::string, std::string>> labels = {{"gpu", g["pci_bus_id"].get<std::string>()}};
+    if (g.contains("ecc_uncorrected_volatile") && g["ecc_uncorrected_volatile"].is_number_unsigned())
+      out.metrics.push_back({"gpudiag_gpu_ecc_uncorrected_volatile",
+                             "Uncorrected ECC errors on a GPU since the driver loaded (NVML volatile count).", labels,
+                             g["ecc_uncorrected_volatile"].get<double>()});
+    if (g.contains("remapped_rows") && g["remapped_rows"].is_object())
+      for (const char* kind : {"correctable", "uncorrectable"})
+        if (g["remapped_rows"].contains(kind) && g["remapped_rows"][kind].is_number_unsigned()) {
+          auto l = labels;
+          l.emplace_back("cause", kind);
+          out.metrics.push_back({"gpudiag_gpu_remapped_rows", "GPU memory rows remapped, by the error that caused it.",
+                                 l, g["remapped_rows"][kind].get<double>()});
+        }
+  }
+}
+
 }  // namespace
 
 CheckResult evaluate_gpu(const PciInventory& pci, const GpuExpect& expect) {
@@ -123,6 +144,7 @@ CheckResult run_gpu_check(const CheckContext& ctx) {
     ProbeOutcome probe = run_probe(ctx, "devices", {});
     if (probe.ok()) {
       out.summary += ", " + add_driver_view(out, probe.data, pci_gpus, ctx.cfg.gpu);
+      add_ecc_metrics(out, probe.data);
     } else if (pci_gpus == 0 && probe.failure->status == Status::unknown) {
       // No GPU on PCI and no driver: nothing the driver could add.
       out.add({"driver", Status::ok, probe.failure->message, ""});

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "healthcheck/ib_selection.h"
 #include "nodeinfo/name_patterns.h"
 #include "nodeinfo/verbs_devices.h"
 
@@ -144,11 +145,37 @@ CheckResult evaluate_ib(const IbInventory& inv, const IbExpect& expect,
   return out;
 }
 
+namespace {
+
+// Rate and state of every checked port, for --format prometheus.
+void add_ib_metrics(CheckResult& out, const IbInventory& inv, const IbExpect& expect) {
+  for (const auto& hca : inv.hcas) {
+    if (!ib_hca_selected(expect, hca.name)) continue;
+    for (const auto& p : hca.ports) {
+      const std::vector<std::pair<std::string, std::string>> labels = {{"hca", p.hca},
+                                                                       {"port", std::to_string(p.number)}};
+      if (p.rate_gbps)
+        out.metrics.push_back({"gpudiag_ib_port_rate_gbps", "InfiniBand port rate in Gb/s, as the kernel reports it.",
+                               labels, *p.rate_gbps});
+      if (p.state)
+        out.metrics.push_back({"gpudiag_ib_port_state", "InfiniBand port state (4 is ACTIVE).", labels,
+                               static_cast<double>(p.state->code)});
+      if (p.phys_state)
+        out.metrics.push_back({"gpudiag_ib_port_phys_state", "InfiniBand port physical state (5 is LinkUp).", labels,
+                               static_cast<double>(p.phys_state->code)});
+    }
+  }
+}
+
+}  // namespace
+
 CheckResult run_ib_check(const CheckContext& ctx) {
   IbInventory inv = discover_ib(ctx.fs);
   std::optional<std::vector<std::string>> verbs;
   if (ctx.fs.is_host_root() && !inv.hcas.empty()) verbs = verbs_device_names();
-  return evaluate_ib(inv, ctx.cfg.ib, verbs);
+  CheckResult out = evaluate_ib(inv, ctx.cfg.ib, verbs);
+  add_ib_metrics(out, inv, ctx.cfg.ib);
+  return out;
 }
 
 }  // namespace gpudiag

@@ -96,6 +96,13 @@ CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s
                           : fmt::format("NCCL {}, {}: algbw {:.1f} GB/s at {} (busbw is undefined with one GPU)",
                                         version, where, algbw, size_text(bytes));
   if (probe_field<bool>(*result, "correct").value_or(false)) out.summary += ", results correct";
+  const std::vector<std::pair<std::string, std::string>> labels = {
+      {"model", model}, {"gpus", std::to_string(ranks)}, {"bytes", std::to_string(bytes)}};
+  out.metrics.push_back({"gpudiag_nccl_allreduce_algbw_gbytes_per_second",
+                         "Measured NCCL all_reduce algorithm bandwidth (GB/s).", labels, algbw});
+  if (ranks > 1)
+    out.metrics.push_back({"gpudiag_nccl_allreduce_busbw_gbytes_per_second",
+                           "Measured NCCL all_reduce bus bandwidth (GB/s, as nccl-tests).", labels, busbw});
   out.details = data;
   out.details["algbw_gbps"] = algbw;
   out.details["busbw_gbps"] = ranks > 1 ? nlohmann::json(busbw) : nlohmann::json(nullptr);

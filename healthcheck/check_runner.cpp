@@ -15,6 +15,8 @@
 #include "healthcheck/check_iommu.h"
 #include "healthcheck/check_nccl.h"
 #include "healthcheck/check_p2p.h"
+#include "healthcheck/check_ibcounters.h"
+#include "healthcheck/check_xid.h"
 
 namespace gpudiag {
 namespace {
@@ -60,7 +62,8 @@ struct Shared {
 const CheckTable& builtin_checks() {
   static const CheckTable kTable = {
       {"ib", run_ib_check}, {"acs", run_acs_check}, {"iommu", run_iommu_check}, {"gpu", run_gpu_check},
-      {"p2p", run_p2p_check}, {"nccl", run_nccl_check}};
+      {"p2p", run_p2p_check}, {"nccl", run_nccl_check},
+      {"xid", run_xid_check}, {"ibcounters", run_ibcounters_check}};
   return kTable;
 }
 
@@ -119,6 +122,8 @@ RunOutcome run_checks(const CheckContext& ctx, const RunOptions& opts, const std
     }
   }
   out.report.duration_ms = ms_since(t0);
+  out.report.finished_at_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return out;
 }
 

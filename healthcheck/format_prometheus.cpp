@@ -70,6 +70,11 @@ std::string format_prometheus(const Report& r) {
   out += "# HELP gpudiag_duration_seconds Time the whole run took.\n";
   out += "# TYPE gpudiag_duration_seconds gauge\n";
   out += fmt::format("gpudiag_duration_seconds {:.6f}\n", r.duration_ms / 1000.0);
+  if (r.finished_at_s > 0) {
+    out += "# HELP gpudiag_last_run_timestamp_seconds When this gpudiag-health run ended (Unix time).\n";
+    out += "# TYPE gpudiag_last_run_timestamp_seconds gauge\n";
+    out += fmt::format("gpudiag_last_run_timestamp_seconds {:.3f}\n", r.finished_at_s);
+  }
   out += device_metrics(r);
   return out;
 }

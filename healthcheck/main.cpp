@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "healthcheck/baseline_config.h"
+#include "healthcheck/atomic_file.h"
 #include "healthcheck/check_runner.h"
 #include "healthcheck/drain_policy.h"
 #include "healthcheck/formats.h"
+#include "healthcheck/run_state.h"
 #include "healthcheck/slurm_node.h"
 #include "nodeinfo/config.h"
 #include "nodeinfo/control_bytes.h"
@@ -93,12 +95,14 @@ int run(int argc, char** argv) {
   CLI::App app{"gpudiag-health: check this node's InfiniBand ports, PCIe ACS, IOMMU mode and GPUs.\n"
                "Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."};
   std::string config_path, fs_root = "/", checks_arg, format = "human", node;
+  std::string output_path, state_dir;
   bool quick = false, verbose = false, drain = false, resume = false, baseline = false;
   double timeout = 0;
   app.add_option("--config", config_path, "config file (default: /etc/gpudiag/gpudiag.yaml if it exists)");
   app.add_option("--fs-root", fs_root, "read /sys and /proc under DIR instead of / (fixtures, containers)");
-  app.add_option("--checks", checks_arg, "comma list of checks: ib,acs,iommu,gpu,p2p,nccl");
-  app.add_flag("--quick", quick, "only the checks that need no GPU initialisation: ib,acs,iommu,gpu");
+  app.add_option("--checks", checks_arg, "comma list of checks: " + gpudiag::known_checks_text());
+  app.add_flag("--quick", quick,
+               "only the checks that need no GPU initialisation: " + gpudiag::join(gpudiag::quick_checks(), ","));
   app.add_option("--format", format, "human, json, nhc or prometheus")
       ->check(CLI::IsMember({"human", "json", "nhc", "prometheus"}));
   app.add_option("--node", node, "node name for the report (default: health.node_name, else hostname -s)");
@@ -106,6 +110,12 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(0.1, 3600.0));
   app.add_flag("--drain", drain, "if CRITICAL, drain this node in Slurm with reason '<prefix> <finding>'");
   app.add_flag("--resume", resume, "if OK and drained by gpudiag (reason starts with the prefix), resume it");
+  app.add_option("--output", output_path,
+                 "write the report to FILE atomically (0644, e.g. for node_exporter's textfile collector) "
+                 "instead of stdout");
+  app.add_option("--state-dir", state_dir,
+                 "where xid and ibcounters remember the last run (default: health.state_dir, /var/lib/gpudiag; "
+                 "none under --fs-root)");
   app.add_flag("-v,--verbose", verbose, "show every finding, including what is fine, and where GPUs and NICs sit");
   app.add_flag("--baseline", baseline,
                "print a config (YAML) of what this node has, to copy to its identical siblings; exit 1 if it "
@@ -177,8 +187,26 @@ int run(int argc, char** argv) {
 
   gpudiag::RootedFs fs(fs_root);
   gpudiag::CheckContext ctx{fs, cfg, opts.want_topology};
+  // A fixture's counters and log must not land in the host's state, so under
+  // --fs-root state is kept only where asked.
+  if (state_dir.empty()) state_dir = cfg.health.state_dir;
+  if (!state_dir.empty() && state_dir[0] != '/')
+    return usage_error("gpudiag-health: --state-dir must be an absolute path");
+  if (state_dir.empty() && fs.is_host_root()) state_dir = gpudiag::kDefaultStateDir;
+  const bool stateful = gpudiag::uses_run_state(opts.checks);
+  gpudiag::RunState state =
+      !stateful ? gpudiag::RunState::disabled("")
+      : state_dir.empty()
+          ? gpudiag::RunState::disabled("no run state under --fs-root without --state-dir: compared with nothing")
+          : gpudiag::RunState::load(state_dir, node);
+  ctx.state = &state;
   gpudiag::RunOutcome outcome = gpudiag::run_checks(ctx, opts, node);
   const auto& report = outcome.report;
+  // After a timeout a check may still be writing to it.
+  if (!outcome.abandoned_thread) {
+    auto saved = state.save();
+    if (!saved) std::fprintf(stderr, "%s\n", saved.error().c_str());
+  }
 
   std::string text;
   if (format == "json") text = gpudiag::format_json(report);
@@ -186,12 +214,20 @@ int run(int argc, char** argv) {
   else if (format == "prometheus") text = gpudiag::format_prometheus(report);
   else {
     const char* term = std::getenv("TERM");
-    bool color = ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR") && !(term && std::string(term) == "dumb");
+    bool color = output_path.empty() && ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR") &&
+                 !(term && std::string(term) == "dumb");
     text = gpudiag::format_human(report, verbose, color);
   }
   if (format == "human" && verbose && !drain && !resume) text += slurm_note(cfg, node);
-  write_all(text);
   int code = static_cast<int>(report.status);
+  if (output_path.empty()) {
+    write_all(text);
+  } else if (auto written = gpudiag::write_file_atomically(output_path, text, 0644); !written) {
+    // Nothing is lost: the report goes to stdout instead, and the exit code says so.
+    std::fprintf(stderr, "%s (check --output)\n", written.error().c_str());
+    write_all(text);
+    code = kExitUnknown;
+  }
   if (drain || resume) {
     auto acted = act_on_node(report, cfg, node, drain, resume, format == "human");
     if (!acted) {

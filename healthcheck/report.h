@@ -60,6 +60,7 @@ struct Report {
   Status status = Status::ok;
   double duration_ms = 0;
   std::vector<CheckResult> checks;
+  double finished_at_s = 0;  // when the run ended, seconds since the epoch; 0: not recorded
 
   const Finding* most_severe() const;
   void add(CheckResult c);

@@ -135,7 +135,7 @@ class Reader {
 
 void read_health(const Reader& r, const YAML::Node& n, HealthSettings& h) {
   r.require_map(n, "health");
-  r.only_keys(n, "health.", {"checks", "timeout", "drain_prefix", "node_name", "scontrol_timeout"});
+  r.only_keys(n, "health.", {"checks", "timeout", "drain_prefix", "node_name", "scontrol_timeout", "state_dir"});
   if (n["checks"]) h.checks = r.list(n["checks"], "health.checks", &known_checks());
   if (n["timeout"]) h.timeout_s = r.numeric(n["timeout"], "health.timeout", 1.0, 3600.0);
   if (n["drain_prefix"]) {
@@ -145,6 +145,7 @@ void read_health(const Reader& r, const YAML::Node& n, HealthSettings& h) {
   }
   if (n["node_name"]) h.node_name = r.scalar(n["node_name"], "health.node_name");
   if (n["scontrol_timeout"]) h.scontrol_timeout_s = r.numeric(n["scontrol_timeout"], "health.scontrol_timeout", 1.0, 300.0);
+  if (n["state_dir"]) h.state_dir = r.absolute_path(n["state_dir"], "health.state_dir");
 }
 
 void read_ib(const Reader& r, const YAML::Node& n, IbExpect& ib) {
@@ -302,7 +303,63 @@ void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
   }
 }
 
+void read_xid(const Reader& r, const YAML::Node& n, XidSettings& x) {
+  r.require_map(n, "xid");
+  r.only_keys(n, "xid.", {"critical", "ignore"});
+  for (const char* key : {"critical", "ignore"}) {
+    if (!n[key]) continue;
+    const std::string name = std::string("xid.") + key;
+    if (!n[key].IsSequence()) r.fail(n[key], "'" + name + "' must be a list of Xid numbers, e.g. [13, 43]");
+    auto& out = std::string(key) == "critical" ? x.critical : x.ignore;
+    for (const auto& item : n[key]) out.push_back(r.numeric(item, name, 0, 9999));
+  }
+  for (int v : x.critical)
+    if (std::find(x.ignore.begin(), x.ignore.end(), v) != x.ignore.end())
+      r.fail(n, "Xid " + std::to_string(v) + " is in both 'xid.critical' and 'xid.ignore'");
+}
+
+void read_ibcounters(const Reader& r, const YAML::Node& n, IbCounterSettings& c) {
+  r.require_map(n, "ibcounters");
+  r.only_keys(n, "ibcounters.", {"max_growth", "flap_critical"});
+  if (n["flap_critical"])
+    c.flap_critical = r.numeric(n["flap_critical"], "ibcounters.flap_critical", 0ull, 1000000000ull);
+  if (auto g = n["max_growth"]) {
+    r.require_map(g, "ibcounters.max_growth");
+    std::vector<std::string> names;
+    for (const auto& [name, _] : default_ib_counter_growth()) names.push_back(name);
+    for (const auto& kv : g) {
+      const std::string name = kv.first.Scalar();
+      auto it = std::find_if(c.max_growth.begin(), c.max_growth.end(), [&](const auto& e) { return e.first == name; });
+      if (it == c.max_growth.end())
+        r.fail(kv.first, "unknown counter 'ibcounters.max_growth." + name + "' (known: " + join(names) + ")");
+      it->second = r.numeric(kv.second, "ibcounters.max_growth." + name, 0ull, 1000000000000ull);
+    }
+  }
+}
+
 }  // namespace
+
+const std::vector<std::pair<std::string, unsigned long long>>& default_ib_counter_growth() {
+  // Per run (minutes apart): a healthy link adds none of these; a few symbol errors
+  // are within the spec's bit error rate, recoveries and downs are not.
+  static const std::vector<std::pair<std::string, unsigned long long>> kDefaults = {
+      {"symbol_error", 10},
+      {"link_error_recovery", 1},
+      {"link_downed", 0},
+      {"port_rcv_errors", 10},
+      {"port_rcv_remote_physical_errors", 10},
+      {"local_link_integrity_errors", 1},
+      {"excessive_buffer_overrun_errors", 1},
+      {"port_xmit_discards", 100},
+  };
+  return kDefaults;
+}
+
+unsigned long long IbCounterSettings::max_growth_for(const std::string& counter) const {
+  for (const auto& [name, v] : max_growth)
+    if (name == counter) return v;
+  return 0;
+}
 
 std::string policy_name(Policy p) {
   switch (p) {
@@ -321,7 +378,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
     YAML::Node root = YAML::Load(std::string(yaml_text));
     if (root.IsNull()) return cfg;  // an empty file: all defaults
     r.require_map(root, "the top level");
-    r.only_keys(root, "", {"health", "ib", "acs", "iommu", "gpu", "p2p", "nccl", "plugin"});
+    r.only_keys(root, "", {"health", "ib", "acs", "iommu", "gpu", "p2p", "nccl", "plugin", "xid", "ibcounters"});
     if (root["health"]) read_health(r, root["health"], cfg.health);
     if (root["ib"]) read_ib(r, root["ib"], cfg.ib);
     if (auto n = root["acs"]) {
@@ -340,6 +397,8 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
     if (root["gpu"]) read_gpu(r, root["gpu"], cfg.gpu);
     if (root["p2p"]) read_p2p(r, root["p2p"], cfg.p2p);
     if (root["nccl"]) read_nccl(r, root["nccl"], cfg.nccl);
+    if (root["xid"]) read_xid(r, root["xid"], cfg.xid);
+    if (root["ibcounters"]) read_ibcounters(r, root["ibcounters"], cfg.ibcounters);
   } catch (const ConfigError& e) {
     return Result<Config>::failure(e.what());
   } catch (const YAML::Exception& e) {

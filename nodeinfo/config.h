@@ -90,6 +90,9 @@ struct HealthSettings {
   std::string drain_prefix = "gpudiag:";
   std::string node_name;            // Slurm node name; empty means `hostname -s`
   double scontrol_timeout_s = 10;   // a hung slurmctld must not hang the health check
+  // Where run state ("since the last run") is kept; empty: /var/lib/gpudiag, or none
+  // under --fs-root (a fixture's state must not land in the host's).
+  std::string state_dir;
 };
 
 // Fail-fast defaults for torch and NCCL (ARCHITECTURE §6). A value the user set always wins;
@@ -143,6 +146,22 @@ struct PluginSettings {
   PreflightSettings preflight;
 };
 
+// The xid check: overrides of the Xid catalogue (healthcheck/xid_catalogue.cpp).
+struct XidSettings {
+  std::vector<int> critical;  // these Xids are CRITICAL whatever the catalogue says
+  std::vector<int> ignore;    // these are only noted
+};
+
+// The ibcounters check: how much an error counter may grow between two runs.
+struct IbCounterSettings {
+  // Counter name -> allowed growth per run; the defaults are in config.cpp.
+  std::vector<std::pair<std::string, unsigned long long>> max_growth;
+  unsigned long long flap_critical = 3;  // link_downed growth above this is CRITICAL
+  unsigned long long max_growth_for(const std::string& counter) const;
+};
+// The counters the ibcounters check judges, with their default allowed growth.
+const std::vector<std::pair<std::string, unsigned long long>>& default_ib_counter_growth();
+
 struct Config {
   std::string source;  // the file it came from, or "" for built-in defaults
   HealthSettings health;
@@ -153,6 +172,8 @@ struct Config {
   P2pSettings p2p;
   NcclCheckSettings nccl;
   PluginSettings plugin;
+  XidSettings xid;
+  IbCounterSettings ibcounters = {default_ib_counter_growth()};
 };
 
 // Every check gpudiag-health knows, in run order.

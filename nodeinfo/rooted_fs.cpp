@@ -234,10 +234,14 @@ Result<std::string> RootedFs::read_impl(std::string_view kernel_path, std::size_
   std::string data;
   // One byte more than allowed tells a file that is too long from one that fits.
   const std::size_t want = longer_is_error ? max_bytes + 1 : max_bytes;
-  data.resize(want);
+  // The buffer grows as the file does: a large limit (a kernel log) must not cost
+  // touching that much memory for a small file. procfs reports size 0, so st_size
+  // cannot say how much to expect.
+  data.resize(std::min<std::size_t>(want, 64 * 1024));
   std::size_t got = 0;
   while (got < want) {
-    ssize_t n = ::read(f.fd, data.data() + got, want - got);
+    if (got == data.size()) data.resize(std::min(want, data.size() * 2));
+    ssize_t n = ::read(f.fd, data.data() + got, data.size() - got);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Result<std::string>::failure(where + ": " + errno_text(errno));

@@ -87,6 +87,29 @@ TEST_F(StandinProbe, HealthyEightGpuNodeIsOk) {
   EXPECT_EQ(args_of("allreduce"), "--wait-limit 1.5 allreduce --sizes 268435456 --iters 20 --warmup 5 ");
 }
 
+// --format prometheus: ECC counts per GPU from the devices answer, busbw and algbw from
+// the all_reduce.
+TEST_F(StandinProbe, PrometheusHasEccPerGpuAndMeasuredBandwidth) {
+  json g = gpus8();
+  g[2]["ecc_uncorrected_volatile"] = 3;
+  g[2]["remapped_rows"] = {{"correctable", 1}, {"uncorrectable", 2}, {"pending", false}, {"failure", false}};
+  answer("devices", json{{"driver_version", "570.86"}, {"gpus", g}}.dump());
+  answer("allreduce", json{{"nccl_version", "2.28.9"}, {"gpus", gpus8()},
+                           {"results", json::array({{{"bytes", 268435456}, {"time_us", 1000.0}, {"correct", true}}})}}
+                          .dump());
+  auto r = run_process({kHealth, "--fs-root", kFixtures + "/healthy", "--config", config(), "--checks", "gpu,nccl",
+                        "--format", "prometheus"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;  // the ECC errors
+  for (const char* want : {
+           "gpudiag_gpu_ecc_uncorrected_volatile{gpu=\"00000000:10:00.0\"} 0\n",
+           "gpudiag_gpu_ecc_uncorrected_volatile{gpu=\"00000000:12:00.0\"} 3\n",
+           "gpudiag_gpu_remapped_rows{gpu=\"00000000:12:00.0\",cause=\"uncorrectable\"} 2\n",
+           "gpudiag_nccl_allreduce_busbw_gbytes_per_second{model=\"NVIDIA H100 80GB HBM3\",gpus=\"8\",bytes=\"268435456\"} 469.7",
+           "gpudiag_nccl_allreduce_algbw_gbytes_per_second{model=\"NVIDIA H100 80GB HBM3\",gpus=\"8\",bytes=\"268435456\"} 268.4",
+       })
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+}
+
 TEST_F(StandinProbe, SlowAllReduceAndALostGpuAreCritical) {
   json g = gpus8();
   g.erase(g.begin() + 3);

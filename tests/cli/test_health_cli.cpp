@@ -100,7 +100,7 @@ TEST(HealthCli, HealthyFixtureIsOk) {
   EXPECT_EQ(j["status"], "ok");
   std::vector<std::string> names;
   for (const auto& c : j["checks"]) names.push_back(c["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"ib", "acs", "iommu", "gpu"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"ib", "acs", "iommu", "gpu", "xid", "ibcounters"}));
 }
 
 TEST(HealthCli, WithoutConfigOnlyBrokenOnItsFace) {
