@@ -15,6 +15,8 @@
 #include "healthcheck/check_iommu.h"
 #include "healthcheck/check_nccl.h"
 #include "healthcheck/check_p2p.h"
+#include "healthcheck/check_pcie.h"
+#include "healthcheck/check_gdr.h"
 
 namespace gpudiag {
 namespace {
@@ -60,7 +62,8 @@ struct Shared {
 const CheckTable& builtin_checks() {
   static const CheckTable kTable = {
       {"ib", run_ib_check}, {"acs", run_acs_check}, {"iommu", run_iommu_check}, {"gpu", run_gpu_check},
-      {"p2p", run_p2p_check}, {"nccl", run_nccl_check}};
+      {"p2p", run_p2p_check}, {"nccl", run_nccl_check},
+      {"pcie", run_pcie_check}, {"gdr", run_gdr_check}};
   return kTable;
 }
 

@@ -16,6 +16,7 @@ struct CheckName {
 
 inline constexpr CheckName kCheckNames[] = {
     {"ib", true}, {"acs", true}, {"iommu", true}, {"gpu", true}, {"p2p", false}, {"nccl", false},
+    {"pcie", true}, {"gdr", true},
 };
 
 // Every name, in order; the quick ones; the names as "ib,acs,..." for messages.

@@ -137,6 +137,21 @@ struct PluginSettings {
   PreflightSettings preflight;
 };
 
+// The pcie check. Without a floor a GPU's or NIC's link must run at its own maximum;
+// with one (a site whose slots are x8 by design) it must reach the floor.
+struct PcieSettings {
+  Policy policy = Policy::critical;  // what a downtrained link is
+  std::optional<int> gpu_width, nic_width;      // lanes
+  std::optional<double> gpu_speed, nic_speed;   // GT/s
+};
+
+// The gdr check. auto: GPUDirect RDMA is required where the node has both NVIDIA GPUs
+// and RDMA NICs (true means the same: a node without either has nothing to check);
+// false: its absence is only a warning.
+struct GdrSettings {
+  std::string required = "auto";
+};
+
 struct Config {
   std::string source;  // the file it came from, or "" for built-in defaults
   HealthSettings health;
@@ -147,6 +162,8 @@ struct Config {
   P2pSettings p2p;
   NcclCheckSettings nccl;
   PluginSettings plugin;
+  PcieSettings pcie;
+  GdrSettings gdr;
 };
 
 // Every check gpudiag-health knows, in run order.
