@@ -16,6 +16,8 @@ const char* kPeermemFix =
     "load it with `modprobe nvidia_peermem` and add it to /etc/modules-load.d/; or run NVIDIA's open kernel "
     "module >= 515 on Linux >= 5.12, which NCCL >= 2.19 uses through dma-buf";
 
+std::string kernel_text_of(KernelRelease k) { return std::to_string(k.major) + "." + std::to_string(k.minor); }
+
 std::string human_kib(unsigned long long bytes) {
   return bytes >= (1ull << 20) ? fmt::format("{} MiB", bytes >> 20) : fmt::format("{} KiB", bytes >> 10);
 }
@@ -37,17 +39,18 @@ std::string judge_path(const GpuDirectFacts& f, Status missing, CheckResult& out
   auto kernel = f.kernel_release ? parse_kernel_release(*f.kernel_release) : std::nullopt;
   auto driver = f.driver_version ? parse_nvidia_version(*f.driver_version) : std::nullopt;
   const bool kernel_too_old = kernel && !at_least(*kernel, kDmaBufKernel);
+  const std::string kernel_text = kernel ? "Linux " + kernel_text_of(*kernel) : "an unknown kernel";
   const bool driver_unfit = driver && (!driver->open_module || driver->major < kDmaBufDriver);
   if (kernel && driver && !kernel_too_old && !driver_unfit) {
     out.add({"nvidia_peermem", Status::ok,
-             fmt::format("nvidia_peermem is not loaded; GPUDirect RDMA can use dma-buf (Linux {}.{}, open kernel "
+             fmt::format("nvidia_peermem is not loaded; GPUDirect RDMA can use dma-buf ({}, open kernel "
                          "module {}) with NCCL >= 2.19",
-                         kernel->major, kernel->minor, driver->version),
+                         kernel_text, driver->version),
              ""});
     return "GPUDirect RDMA through dma-buf";
   }
   if (kernel_too_old || driver_unfit) {
-    std::string node = kernel ? fmt::format("Linux {}.{}", kernel->major, kernel->minor) : "an unknown kernel";
+    std::string node = kernel_text;
     if (driver)
       node += fmt::format(" with the {} kernel module {}", driver->open_module ? "open" : "proprietary", driver->version);
     out.add({"nvidia_peermem", missing,

@@ -188,6 +188,10 @@ CheckResult evaluate_pcie(const PcieFacts& facts, const PcieSettings& cfg) {
     out.add({d.bdf, Status::ok, fmt::format("{} runs at {}", who, now), ""});
   }
 
+  if (endpoints == 0) {
+    out.summary = "no NVIDIA GPU or RDMA NIC";
+    return out;
+  }
   out.summary = fmt::format("{} GPUs and NICs, {} bridges", endpoints, bridges);
   if (bad) out.summary += fmt::format(": {} {} below {}", bad, bad == 1 ? "link" : "links",
                                       bad == 1 ? "its capability" : "their capability");
