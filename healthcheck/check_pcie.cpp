@@ -114,7 +114,16 @@ CheckResult evaluate_pcie(const PcieFacts& facts, const PcieSettings& cfg) {
     }
 
     const PcieLink& l = d.link;
-    const bool need_max_width = bridge || !floor.width, need_max_speed = bridge || !floor.speed;
+    // NVIDIA GPUs lower their link speed when idle (2.5 GT/s in P8) and raise it under
+    // load, and a health check runs on an idle node: the speed of a GPU's link, seen
+    // from either end, says nothing here. What the link can train to (the lower of the
+    // two ends' maximum) is judged instead; the width does not change with load.
+    const bool gpu = d.kind == Kind::gpu;
+    const bool gpu_link = gpu || (bridge && std::any_of(d.below.begin(), d.below.end(), [&](const std::string& b) {
+                                    auto it = by_bdf.find(b);
+                                    return it != by_bdf.end() && it->second->kind == Kind::gpu;
+                                  }));
+    const bool need_max_width = bridge || !floor.width, need_max_speed = bridge || gpu || !floor.speed;
     std::string missing = !l.width ? l.width.error() : !l.speed ? l.speed.error()
                         : need_max_width && !l.max_width ? l.max_width.error()
                         : need_max_speed && !l.max_speed ? l.max_speed.error() : "";
@@ -147,9 +156,34 @@ CheckResult evaluate_pcie(const PcieFacts& facts, const PcieSettings& cfg) {
       if (floor.speed) want_s = *floor.speed;
     }
 
-    const bool slow = *l.width < want_w || *l.speed + 1e-9 < want_s;
+    double judged_speed = *l.speed;
+    std::optional<double> port_max;  // a GPU's: the maximum of the port above it
+    if (gpu) {
+      judged_speed = *l.max_speed;
+      for (const auto& a : d.above) {
+        auto it = by_bdf.find(a);
+        if (it != by_bdf.end() && it->second->link.max_speed) port_max = *it->second->link.max_speed;
+      }
+      if (port_max) judged_speed = std::min(judged_speed, *port_max);
+    } else if (gpu_link) {
+      want_s = 0;
+    }
+
+    const bool narrow = *l.width < want_w, slow_speed = judged_speed + 1e-9 < want_s;
     const std::string now = link_text(*l.width, *l.speed);
-    if (slow) {
+    if (gpu && !narrow && slow_speed) {
+      ++bad;
+      const std::string limit =
+          *l.max_speed + 1e-9 < want_s
+              ? fmt::format("it is capable of only {:.1f} GT/s", *l.max_speed)
+              : fmt::format("the port above it is capable of only {:.1f} GT/s", port_max.value_or(0));
+      out.add({d.bdf, policy_status(cfg.policy),
+               fmt::format("{} cannot train above {:.1f} GT/s where {:.1f} GT/s is expected{}: {}", who, judged_speed,
+                           want_s, floor.speed ? " (pcie.gpu_speed)" : "", limit),
+               fix_for(d)});
+      continue;
+    }
+    if (narrow || slow_speed) {
       downtrained[d.bdf] = {*l.width, *l.speed};
       // The port just above a downtrained device reports the same link from its end;
       // the device's own finding already says it.
@@ -159,12 +193,14 @@ CheckResult evaluate_pcie(const PcieFacts& facts, const PcieSettings& cfg) {
       });
       if (same_link) continue;
       ++bad;
+      // A GPU's link speed is not judged (see above), so it is not named as expected.
+      const std::string want = gpu_link && !gpu ? fmt::format("x{}", want_w) : link_text(want_w, want_s);
       std::string expected;
       if (!bridge && (floor.width || floor.speed))
-        expected = fmt::format(", below the {} that pcie.{}_width/{}_speed ask for", link_text(want_w, want_s),
-                               kind_key(d.kind), kind_key(d.kind));
+        expected = fmt::format(", below the {} that pcie.{}_width/{}_speed ask for", want, kind_key(d.kind),
+                               kind_key(d.kind));
       else
-        expected = fmt::format(", capable of {}", link_text(want_w, want_s));
+        expected = fmt::format(", capable of {}", want);
       out.add({d.bdf, policy_status(cfg.policy), fmt::format("{} runs at {}{}", who, now, expected), fix_for(d)});
       continue;
     }
@@ -185,7 +221,13 @@ CheckResult evaluate_pcie(const PcieFacts& facts, const PcieSettings& cfg) {
         continue;
       }
     }
-    out.add({d.bdf, Status::ok, fmt::format("{} runs at {}", who, now), ""});
+    if (gpu && *l.speed + 1e-9 < judged_speed)
+      out.add({d.bdf, Status::ok,
+               fmt::format("{} runs at {} (an idle GPU lowers its link speed; it can train to {:.1f} GT/s)", who, now,
+                           judged_speed),
+               ""});
+    else
+      out.add({d.bdf, Status::ok, fmt::format("{} runs at {}", who, now), ""});
   }
 
   if (endpoints == 0) {
@@ -239,8 +281,7 @@ PcieFacts read_pcie_facts(const RootedFs& fs) {
       auto& b = facts.devices[i];
       note(b.feeds, e.label);
       note(b.below, below);
-      auto& lower = facts.devices[index.at(below)];
-      if (lower.kind == Kind::bridge) note(lower.above, bdf);
+      note(facts.devices[index.at(below)].above, bdf);
       below = bdf;
     }
   }

@@ -21,9 +21,9 @@ struct PcieDevice {
   std::string hca;    // a NIC's RDMA device name
   std::string model;  // "10de:2335" (vendor:device); empty when unreadable
   PcieLink link;
-  // Bridges only: the GPUs and NICs below it, and its neighbours on the paths to them
-  // (the device or bridge just below, the bridge just above), whose capability bounds
-  // what this bridge's link can train to.
+  // Bridges: the GPUs and NICs below it, and its neighbours on the paths to them (the
+  // device or bridge just below, the bridge just above), whose capability bounds what
+  // this bridge's link can train to. GPUs and NICs: `above` is the port above them.
   std::vector<std::string> feeds;
   std::vector<std::string> below, above;
 };

@@ -89,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(PcieGdrCli, HealthyAndDmaBufNodesPass) {
-  for (const char* variant : {"healthy", "gdr-dmabuf"}) {
+  for (const char* variant : {"healthy", "gdr-dmabuf", "pcie-gpu-idle"}) {
     auto r = health(variant, {"--quick", "--verbose"});
     EXPECT_EQ(r.exit_code, 0) << variant << "\n" << r.out << r.err;
   }

@@ -175,14 +175,65 @@ TEST(PcieCheck, FloorsAllowSlotsNarrowByDesign) {
   EXPECT_EQ(r.most_severe()->message,
             "GPU 0000:13:00.0 runs at x8 at 32.0 GT/s, below the x16 at 32.0 GT/s that pcie.gpu_width/gpu_speed "
             "ask for");
-  // A speed floor below max accepts Gen4 on a Gen5 card; the NIC floor does not cover GPUs.
-  find(f, "0000:13:00.0").link = link("16.0 GT/s PCIe", "16");
-  find(f, "0000:12:00.0").link = link("16.0 GT/s PCIe", "16");
+  // A NIC speed floor below its maximum accepts Gen4 on a Gen5 card.
+  find(f, "0000:13:00.0").link = link("32.0 GT/s PCIe", "16");
+  find(f, "0000:12:00.0").link = link("32.0 GT/s PCIe", "16");
+  find(f, "0000:14:00.0").link = link("16.0 GT/s PCIe", "16");
+  find(f, "0000:12:01.0").link = link("16.0 GT/s PCIe", "16");
+  EXPECT_EQ(evaluate_pcie(f, {}).status, Status::critical);
   PcieSettings speed;
   speed.nic_speed = 16;
-  EXPECT_EQ(evaluate_pcie(f, speed).status, Status::critical);
-  speed.gpu_speed = 16;
   EXPECT_EQ(evaluate_pcie(f, speed).status, Status::ok);
+}
+
+// NVIDIA GPUs drop to 2.5 GT/s when idle (P8) and a health check runs on idle nodes:
+// a GPU's current speed, seen from either end of its link, is not a fault.
+TEST(PcieCheck, IdleGpuAtLowSpeedIsFineButItsWidthIsNot) {
+  auto f = node();
+  find(f, "0000:13:00.0").link = link("2.5 GT/s PCIe", "16");
+  find(f, "0000:12:00.0").link = link("2.5 GT/s PCIe", "16");
+  auto r = evaluate_pcie(f, {});
+  EXPECT_EQ(r.status, Status::ok);
+  EXPECT_EQ(r.findings[0].message,
+            "GPU 0000:13:00.0 runs at x16 at 2.5 GT/s (an idle GPU lowers its link speed; it can train to 32.0 GT/s)");
+  find(f, "0000:13:00.0").link = link("2.5 GT/s PCIe", "8");
+  find(f, "0000:12:00.0").link = link("2.5 GT/s PCIe", "8");
+  r = evaluate_pcie(f, {});
+  ASSERT_EQ(r.count(Status::critical), 1);
+  EXPECT_EQ(r.most_severe()->message, "GPU 0000:13:00.0 runs at x8 at 2.5 GT/s, capable of x16 at 32.0 GT/s");
+  // Without the GPU's own finding, the switch port names only the width it misses.
+  find(f, "0000:13:00.0").link = link("2.5 GT/s PCIe", "16");
+  r = evaluate_pcie(f, {});
+  ASSERT_EQ(r.count(Status::critical), 1);
+  EXPECT_EQ(r.most_severe()->message,
+            "bridge 0000:12:00.0 (above GPU 0000:13:00.0) runs at x8 at 2.5 GT/s, capable of x16");
+}
+
+// What a GPU's link can train to is judged instead of its speed: the lower of the two
+// ends' maximum, against the GPU's own maximum or pcie.gpu_speed.
+TEST(PcieCheck, GpuBehindASlowerPortCannotTrainToItsSpeed) {
+  auto f = node();
+  find(f, "0000:13:00.0").link = link("2.5 GT/s PCIe", "16");
+  find(f, "0000:12:00.0").link = link("2.5 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
+  auto r = evaluate_pcie(f, {});
+  ASSERT_EQ(r.count(Status::critical), 1);
+  EXPECT_EQ(r.most_severe()->subject, "0000:13:00.0");
+  EXPECT_EQ(r.most_severe()->message,
+            "GPU 0000:13:00.0 cannot train above 16.0 GT/s where 32.0 GT/s is expected: the port above it is "
+            "capable of only 16.0 GT/s");
+  PcieSettings gen4;
+  gen4.gpu_speed = 16;
+  EXPECT_EQ(evaluate_pcie(f, gen4).status, Status::ok);
+  PcieSettings gen5;
+  gen5.gpu_speed = 32;
+  find(f, "0000:12:00.0").link = link("2.5 GT/s PCIe", "16");
+  find(f, "0000:13:00.0").link = link("2.5 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
+  find(f, "0000:33:00.0").link = link("2.5 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
+  r = evaluate_pcie(f, gen5);
+  ASSERT_EQ(r.count(Status::critical), 2);
+  EXPECT_EQ(r.most_severe()->message,
+            "GPU 0000:13:00.0 cannot train above 16.0 GT/s where 32.0 GT/s is expected (pcie.gpu_speed): it is "
+            "capable of only 16.0 GT/s");
 }
 
 TEST(PcieCheck, GarbageIsUnknownNeverOk) {
