@@ -6,7 +6,7 @@ using namespace gpudiag;
 
 namespace {
 
-PcieLink link(const char* speed, const char* width, const char* max_speed = "32.0 GT/s PCIe",
+PcieLink mk_link(const char* speed, const char* width, const char* max_speed = "32.0 GT/s PCIe",
               const char* max_width = "16") {
   PcieLink l;
   l.speed = parse_link_speed_gts(speed, "/current_link_speed");
@@ -16,7 +16,7 @@ PcieLink link(const char* speed, const char* width, const char* max_speed = "32.
   return l;
 }
 
-PcieDevice gpu(const std::string& bdf, PcieLink l = link("32.0 GT/s PCIe", "16")) {
+PcieDevice gpu(const std::string& bdf, PcieLink l = mk_link("32.0 GT/s PCIe", "16")) {
   PcieDevice d;
   d.kind = PcieDevice::Kind::gpu;
   d.bdf = bdf;
@@ -26,7 +26,7 @@ PcieDevice gpu(const std::string& bdf, PcieLink l = link("32.0 GT/s PCIe", "16")
   return d;
 }
 
-PcieDevice nic(const std::string& hca, const std::string& bdf, PcieLink l = link("32.0 GT/s PCIe", "16")) {
+PcieDevice nic(const std::string& hca, const std::string& bdf, PcieLink l = mk_link("32.0 GT/s PCIe", "16")) {
   PcieDevice d;
   d.kind = PcieDevice::Kind::nic;
   d.bdf = bdf;
@@ -38,7 +38,7 @@ PcieDevice nic(const std::string& hca, const std::string& bdf, PcieLink l = link
 }
 
 PcieDevice bridge(const std::string& bdf, std::vector<std::string> feeds, std::vector<std::string> below,
-                  std::vector<std::string> above, PcieLink l = link("32.0 GT/s PCIe", "16")) {
+                  std::vector<std::string> above, PcieLink l = mk_link("32.0 GT/s PCIe", "16")) {
   PcieDevice d;
   d.kind = PcieDevice::Kind::bridge;
   d.bdf = bdf;
@@ -60,6 +60,8 @@ PcieFacts node() {
                       {"0000:12:00.0", "0000:12:01.0"}, {"0000:10:01.0"}),
                bridge("0000:10:01.0", {"GPU 0000:13:00.0", "NIC mlx5_0 (0000:14:00.0)"}, {"0000:11:00.0"}, {}),
                bridge("0000:12:01.0", {"NIC mlx5_0 (0000:14:00.0)"}, {"0000:14:00.0"}, {"0000:11:00.0"})};
+  f.devices[0].above = {"0000:12:00.0"};
+  f.devices[2].above = {"0000:12:01.0"};
   return f;
 }
 
@@ -108,9 +110,9 @@ TEST(PcieCheck, HealthyIsOkWithMetrics) {
 
 TEST(PcieCheck, GpuAtX8IsCriticalAndNamesBothValuesAndTheFix) {
   auto f = node();
-  find(f, "0000:13:00.0").link = link("16.0 GT/s PCIe", "8");
+  find(f, "0000:13:00.0").link = mk_link("16.0 GT/s PCIe", "8");
   // The switch port above sees the same link from its end: one finding, not two.
-  find(f, "0000:12:00.0").link = link("16.0 GT/s PCIe", "8");
+  find(f, "0000:12:00.0").link = mk_link("16.0 GT/s PCIe", "8");
   auto r = evaluate_pcie(f, {});
   EXPECT_EQ(r.status, Status::critical);
   ASSERT_EQ(r.count(Status::critical), 1);
@@ -125,7 +127,7 @@ TEST(PcieCheck, GpuAtX8IsCriticalAndNamesBothValuesAndTheFix) {
 
 TEST(PcieCheck, NicAtGen3NamesTheHca) {
   auto f = node();
-  find(f, "0000:14:00.0").link = link("8.0 GT/s PCIe", "16");
+  find(f, "0000:14:00.0").link = mk_link("8.0 GT/s PCIe", "16");
   auto r = evaluate_pcie(f, {});
   ASSERT_EQ(r.count(Status::critical), 1);
   EXPECT_EQ(r.most_severe()->message,
@@ -135,7 +137,7 @@ TEST(PcieCheck, NicAtGen3NamesTheHca) {
 
 TEST(PcieCheck, PolicyDecidesWhatDowntrainingIs) {
   auto f = node();
-  find(f, "0000:13:00.0").link = link("32.0 GT/s PCIe", "8");
+  find(f, "0000:13:00.0").link = mk_link("32.0 GT/s PCIe", "8");
   PcieSettings s;
   s.policy = Policy::warning;
   EXPECT_EQ(evaluate_pcie(f, s).status, Status::warning);
@@ -145,8 +147,8 @@ TEST(PcieCheck, PolicyDecidesWhatDowntrainingIs) {
 
 TEST(PcieCheck, DowntrainedSwitchUplinkNamesWhatItFeeds) {
   auto f = node();
-  find(f, "0000:11:00.0").link = link("32.0 GT/s PCIe", "4");
-  find(f, "0000:10:01.0").link = link("32.0 GT/s PCIe", "4");
+  find(f, "0000:11:00.0").link = mk_link("32.0 GT/s PCIe", "4");
+  find(f, "0000:10:01.0").link = mk_link("32.0 GT/s PCIe", "4");
   auto r = evaluate_pcie(f, {});
   ASSERT_EQ(r.count(Status::critical), 1) << r.findings.size();
   EXPECT_EQ(r.most_severe()->subject, "0000:11:00.0");
@@ -158,14 +160,14 @@ TEST(PcieCheck, DowntrainedSwitchUplinkNamesWhatItFeeds) {
 TEST(PcieCheck, BridgeAboveALessCapableDeviceIsFine) {
   // A Gen4 NIC under a Gen5 switch port: both ends at Gen4 is all the link can do.
   auto f = node();
-  find(f, "0000:14:00.0").link = link("16.0 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
-  find(f, "0000:12:01.0").link = link("16.0 GT/s PCIe", "16");
+  find(f, "0000:14:00.0").link = mk_link("16.0 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
+  find(f, "0000:12:01.0").link = mk_link("16.0 GT/s PCIe", "16");
   EXPECT_EQ(evaluate_pcie(f, {}).status, Status::ok);
 }
 
 TEST(PcieCheck, FloorsAllowSlotsNarrowByDesign) {
   auto f = node();
-  for (const char* bdf : {"0000:13:00.0", "0000:12:00.0"}) find(f, bdf).link = link("32.0 GT/s PCIe", "8");
+  for (const char* bdf : {"0000:13:00.0", "0000:12:00.0"}) find(f, bdf).link = mk_link("32.0 GT/s PCIe", "8");
   PcieSettings s;
   s.gpu_width = 8;
   EXPECT_EQ(evaluate_pcie(f, s).status, Status::ok);
@@ -176,10 +178,10 @@ TEST(PcieCheck, FloorsAllowSlotsNarrowByDesign) {
             "GPU 0000:13:00.0 runs at x8 at 32.0 GT/s, below the x16 at 32.0 GT/s that pcie.gpu_width/gpu_speed "
             "ask for");
   // A NIC speed floor below its maximum accepts Gen4 on a Gen5 card.
-  find(f, "0000:13:00.0").link = link("32.0 GT/s PCIe", "16");
-  find(f, "0000:12:00.0").link = link("32.0 GT/s PCIe", "16");
-  find(f, "0000:14:00.0").link = link("16.0 GT/s PCIe", "16");
-  find(f, "0000:12:01.0").link = link("16.0 GT/s PCIe", "16");
+  find(f, "0000:13:00.0").link = mk_link("32.0 GT/s PCIe", "16");
+  find(f, "0000:12:00.0").link = mk_link("32.0 GT/s PCIe", "16");
+  find(f, "0000:14:00.0").link = mk_link("16.0 GT/s PCIe", "16");
+  find(f, "0000:12:01.0").link = mk_link("16.0 GT/s PCIe", "16");
   EXPECT_EQ(evaluate_pcie(f, {}).status, Status::critical);
   PcieSettings speed;
   speed.nic_speed = 16;
@@ -190,19 +192,19 @@ TEST(PcieCheck, FloorsAllowSlotsNarrowByDesign) {
 // a GPU's current speed, seen from either end of its link, is not a fault.
 TEST(PcieCheck, IdleGpuAtLowSpeedIsFineButItsWidthIsNot) {
   auto f = node();
-  find(f, "0000:13:00.0").link = link("2.5 GT/s PCIe", "16");
-  find(f, "0000:12:00.0").link = link("2.5 GT/s PCIe", "16");
+  find(f, "0000:13:00.0").link = mk_link("2.5 GT/s PCIe", "16");
+  find(f, "0000:12:00.0").link = mk_link("2.5 GT/s PCIe", "16");
   auto r = evaluate_pcie(f, {});
   EXPECT_EQ(r.status, Status::ok);
   EXPECT_EQ(r.findings[0].message,
             "GPU 0000:13:00.0 runs at x16 at 2.5 GT/s (an idle GPU lowers its link speed; it can train to 32.0 GT/s)");
-  find(f, "0000:13:00.0").link = link("2.5 GT/s PCIe", "8");
-  find(f, "0000:12:00.0").link = link("2.5 GT/s PCIe", "8");
+  find(f, "0000:13:00.0").link = mk_link("2.5 GT/s PCIe", "8");
+  find(f, "0000:12:00.0").link = mk_link("2.5 GT/s PCIe", "8");
   r = evaluate_pcie(f, {});
   ASSERT_EQ(r.count(Status::critical), 1);
   EXPECT_EQ(r.most_severe()->message, "GPU 0000:13:00.0 runs at x8 at 2.5 GT/s, capable of x16 at 32.0 GT/s");
   // Without the GPU's own finding, the switch port names only the width it misses.
-  find(f, "0000:13:00.0").link = link("2.5 GT/s PCIe", "16");
+  find(f, "0000:13:00.0").link = mk_link("2.5 GT/s PCIe", "16");
   r = evaluate_pcie(f, {});
   ASSERT_EQ(r.count(Status::critical), 1);
   EXPECT_EQ(r.most_severe()->message,
@@ -213,8 +215,8 @@ TEST(PcieCheck, IdleGpuAtLowSpeedIsFineButItsWidthIsNot) {
 // ends' maximum, against the GPU's own maximum or pcie.gpu_speed.
 TEST(PcieCheck, GpuBehindASlowerPortCannotTrainToItsSpeed) {
   auto f = node();
-  find(f, "0000:13:00.0").link = link("2.5 GT/s PCIe", "16");
-  find(f, "0000:12:00.0").link = link("2.5 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
+  find(f, "0000:13:00.0").link = mk_link("2.5 GT/s PCIe", "16");
+  find(f, "0000:12:00.0").link = mk_link("2.5 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
   auto r = evaluate_pcie(f, {});
   ASSERT_EQ(r.count(Status::critical), 1);
   EXPECT_EQ(r.most_severe()->subject, "0000:13:00.0");
@@ -226,9 +228,9 @@ TEST(PcieCheck, GpuBehindASlowerPortCannotTrainToItsSpeed) {
   EXPECT_EQ(evaluate_pcie(f, gen4).status, Status::ok);
   PcieSettings gen5;
   gen5.gpu_speed = 32;
-  find(f, "0000:12:00.0").link = link("2.5 GT/s PCIe", "16");
-  find(f, "0000:13:00.0").link = link("2.5 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
-  find(f, "0000:33:00.0").link = link("2.5 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
+  find(f, "0000:12:00.0").link = mk_link("2.5 GT/s PCIe", "16");
+  find(f, "0000:13:00.0").link = mk_link("2.5 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
+  find(f, "0000:33:00.0").link = mk_link("2.5 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
   r = evaluate_pcie(f, gen5);
   ASSERT_EQ(r.count(Status::critical), 2);
   EXPECT_EQ(r.most_severe()->message,
@@ -257,7 +259,7 @@ TEST(PcieCheck, GarbageIsUnknownNeverOk) {
 
 TEST(PcieCheck, GpuLessCapableThanItsIdenticalSiblingsWarnsWithoutConfig) {
   auto f = node();
-  find(f, "0000:33:00.0").link = link("32.0 GT/s PCIe", "8", "32.0 GT/s PCIe", "8");
+  find(f, "0000:33:00.0").link = mk_link("32.0 GT/s PCIe", "8", "32.0 GT/s PCIe", "8");
   auto r = evaluate_pcie(f, {});
   EXPECT_EQ(r.status, Status::warning);
   ASSERT_TRUE(r.most_severe());
