@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "healthcheck/inventory_cache.h"
 #include "nodeinfo/gpus_and_nics.h"
 #include "nodeinfo/ib_discovery.h"
 #include "nodeinfo/pci_config.h"
@@ -94,8 +95,8 @@ CheckResult evaluate_acs(const std::vector<AcsBridge>& bridges, int gpus, int ni
 }
 
 CheckResult run_acs_check(const CheckContext& ctx) {
-  PciInventory pci = discover_pci(ctx.fs);
-  IbInventory ib = discover_ib(ctx.fs);
+  const PciInventory& pci = pci_inventory(ctx);
+  const IbInventory& ib = ib_inventory(ctx);
   if (!pci.error.empty()) {
     CheckResult out;
     out.name = "acs";

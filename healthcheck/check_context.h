@@ -1,6 +1,9 @@
 #pragma once
 // What every check gets: where to read the kernel from, and the site's expectations.
 #include <chrono>
+#include <memory>
+
+#include "healthcheck/inventory_cache.h"
 
 #include "nodeinfo/config.h"
 #include "nodeinfo/rooted_fs.h"
@@ -16,6 +19,8 @@ struct CheckContext {
   // When the whole run's budget ends: a check that starts a helper (the GPU probe)
   // gives it no more than what is left, so the helper's timeout is the one reported.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // What several checks read (inventory_cache.h); copies of a context share it.
+  std::shared_ptr<InventoryCache> inventory = std::make_shared<InventoryCache>();
 };
 
 }  // namespace gpudiag

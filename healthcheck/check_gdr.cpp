@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "healthcheck/inventory_cache.h"
+
 namespace gpudiag {
 namespace {
 
@@ -107,6 +109,8 @@ CheckResult evaluate_gdr(const GpuDirectFacts& f, const GdrSettings& cfg) {
   return out;
 }
 
-CheckResult run_gdr_check(const CheckContext& ctx) { return evaluate_gdr(read_gpudirect_facts(ctx.fs), ctx.cfg.gdr); }
+CheckResult run_gdr_check(const CheckContext& ctx) {
+  return evaluate_gdr(read_gpudirect_facts(ctx.fs, pci_inventory(ctx), ib_inventory(ctx)), ctx.cfg.gdr);
+}
 
 }  // namespace gpudiag

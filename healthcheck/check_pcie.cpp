@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "healthcheck/inventory_cache.h"
 #include "nodeinfo/gpus_and_nics.h"
 #include "nodeinfo/sysfs_text.h"
 
@@ -242,14 +243,12 @@ CheckResult evaluate_pcie(const PcieFacts& facts, const PcieSettings& cfg) {
   return out;
 }
 
-PcieFacts read_pcie_facts(const RootedFs& fs) {
+PcieFacts read_pcie_facts(const RootedFs& fs, const PciInventory& pci, const IbInventory& ib) {
   PcieFacts facts;
-  PciInventory pci = discover_pci(fs);
   if (!pci.error.empty()) {
     facts.error = pci.error;
     return facts;
   }
-  IbInventory ib = discover_ib(fs);
 
   std::map<std::string, std::size_t> index;  // BDF -> position in facts.devices
   auto add = [&](Kind kind, const PciDevice& dev, const std::string& label, const std::string& hca) {
@@ -260,7 +259,7 @@ PcieFacts read_pcie_facts(const RootedFs& fs) {
       d.bdf = dev.bdf;
       d.label = label;
       d.hca = hca;
-      d.model = model_of(fs, dev);
+      if (kind != Kind::bridge) d.model = model_of(fs, dev);  // bridges have no siblings rule
       d.link = read_pcie_link(fs, dev.bdf);
       facts.devices.push_back(std::move(d));
     }
@@ -288,6 +287,8 @@ PcieFacts read_pcie_facts(const RootedFs& fs) {
   return facts;
 }
 
-CheckResult run_pcie_check(const CheckContext& ctx) { return evaluate_pcie(read_pcie_facts(ctx.fs), ctx.cfg.pcie); }
+CheckResult run_pcie_check(const CheckContext& ctx) {
+  return evaluate_pcie(read_pcie_facts(ctx.fs, pci_inventory(ctx), ib_inventory(ctx)), ctx.cfg.pcie);
+}
 
 }  // namespace gpudiag

@@ -9,6 +9,8 @@
 
 #include "healthcheck/check_context.h"
 #include "healthcheck/report.h"
+#include "nodeinfo/ib_discovery.h"
+#include "nodeinfo/pci_devices.h"
 #include "nodeinfo/pcie_links.h"
 
 namespace gpudiag {
@@ -33,7 +35,8 @@ struct PcieFacts {
   std::vector<PcieDevice> devices;  // GPUs, then NICs, then bridges nearest-first
 };
 
-PcieFacts read_pcie_facts(const RootedFs& fs);
+// The links of the GPUs and NICs in `pci`/`ib` and of the bridges above them.
+PcieFacts read_pcie_facts(const RootedFs& fs, const PciInventory& pci, const IbInventory& ib);
 // Pure: the findings and the per-device metrics.
 CheckResult evaluate_pcie(const PcieFacts& facts, const PcieSettings& cfg);
 CheckResult run_pcie_check(const CheckContext& ctx);

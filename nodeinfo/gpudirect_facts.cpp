@@ -89,10 +89,8 @@ Result<std::optional<unsigned long long>> parse_memlock_limit(std::string_view l
   return R::failure("no 'Max locked memory' line");
 }
 
-GpuDirectFacts read_gpudirect_facts(const RootedFs& fs) {
+GpuDirectFacts read_gpudirect_facts(const RootedFs& fs, const PciInventory& pci, const IbInventory& ib) {
   GpuDirectFacts f;
-  const PciInventory pci = discover_pci(fs);
-  const IbInventory ib = discover_ib(fs);
   for (const auto& e : gpus_and_rdma_nics(pci, ib)) ++(e.gpu ? f.gpus : f.rdma_nics);
   f.peermem = fs.exists("/sys/module/nvidia_peermem");
   auto text = [&](const char* path, std::size_t max) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "nodeinfo/ib_discovery.h"
+#include "nodeinfo/pci_devices.h"
 #include "nodeinfo/result.h"
 #include "nodeinfo/rooted_fs.h"
 
@@ -43,6 +45,7 @@ struct GpuDirectFacts {
       Result<std::optional<unsigned long long>>::failure("not read");
 };
 
-GpuDirectFacts read_gpudirect_facts(const RootedFs& fs);
+// `pci` and `ib` say whether the node has GPUs and RDMA NICs.
+GpuDirectFacts read_gpudirect_facts(const RootedFs& fs, const PciInventory& pci, const IbInventory& ib);
 
 }  // namespace gpudiag
