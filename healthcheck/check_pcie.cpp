@@ -270,7 +270,14 @@ PcieFacts read_pcie_facts(const RootedFs& fs, const PciInventory& pci, const IbI
   };
 
   // A bonded HCA shares its PCI function with a port HCA: one device, one link.
-  const auto endpoints = gpus_and_rdma_nics(pci, ib);
+  // An SR-IOV virtual function has no link of its own (the kernel shows "Unknown" and
+  // 0 lanes); its physical function's link is the one that carries its traffic.
+  auto endpoints = gpus_and_rdma_nics(pci, ib);
+  endpoints.erase(std::remove_if(endpoints.begin(), endpoints.end(),
+                                 [&](const GpuOrNic& e) {
+                                   return fs.lexists("/sys/bus/pci/devices/" + e.pci->bdf + "/physfn");
+                                 }),
+                  endpoints.end());
   for (const auto& e : endpoints) add(e.gpu ? Kind::gpu : Kind::nic, *e.pci, e.label, e.hca);
   for (const auto& e : endpoints) {
     std::string below = e.pci->bdf;

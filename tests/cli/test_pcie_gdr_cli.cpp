@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "run_process.h"
@@ -81,8 +83,8 @@ INSTANTIATE_TEST_SUITE_P(
              "modprobe nvidia_peermem"},
         Case{"memlock-limited", "gdr", 1, "memlock", "warning", "the memlock limit is 64 KiB, not unlimited",
              "LimitMEMLOCK=infinity"}),
-    [](const auto& info) {
-      std::string name = info.param.variant;
+    [](const auto& param_info) {
+      std::string name = param_info.param.variant;
       for (char& ch : name)
         if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return name;
@@ -145,6 +147,26 @@ TEST(PcieGdrCli, IbPortSlowerThanItsSiblingsWarnsWithoutARate) {
                           "InfiniBand) run at 400 Gb/sec (4X NDR)");
   auto no_rate = config("no-rate", "ib:\n  hcas: [\"mlx5_[0-7]\"]\n  count: 8\n  link_layer: InfiniBand\n");
   EXPECT_EQ(health("rate-200", {"--checks", "ib", "--config", no_rate}).exit_code, 1);
+}
+
+// An SR-IOV virtual function (a `physfn` link) has no link of its own: the kernel shows
+// "Unknown" and 0 lanes, which is neither a fault nor unknown.
+TEST(PcieGdrCli, VirtualFunctionsAreSkipped) {
+  namespace fs = std::filesystem;
+  char dir[] = "/tmp/gpudiag-vf-XXXXXX";
+  const std::string root = ::mkdtemp(dir);
+  fs::copy(kFixtures + "/healthy", root, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  const std::string vf = root + "/sys/bus/pci/devices/0000:16:00.0/";  // mlx5_1
+  const std::string real = fs::canonical(vf).string() + "/";
+  std::ofstream(real + "current_link_speed", std::ios::trunc) << "Unknown\n";
+  std::ofstream(real + "current_link_width", std::ios::trunc) << "0\n";
+  auto r = run_process({kBin, "--fs-root", root, "--checks", "pcie"});
+  EXPECT_EQ(r.exit_code, 3) << "without physfn the garbage must be UNKNOWN\n" << r.out;
+  fs::create_directory_symlink("../0000:15:00.0", real + "physfn");
+  r = run_process({kBin, "--fs-root", root, "--checks", "pcie", "--verbose"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("0000:16:00.0"), std::string::npos) << r.out;
+  fs::remove_all(root);
 }
 
 }  // namespace
