@@ -24,6 +24,12 @@ std::string model_of(const RootedFs& fs, const PciDevice& dev) {
   return fmt::format("{:04x}:{:04x}", *dev.vendor, *id);
 }
 
+bool has_link_files(const RootedFs& fs, const std::string& bdf) {
+  for (const char* f : {"current_link_speed", "current_link_width", "max_link_speed", "max_link_width"})
+    if (fs.lexists("/sys/bus/pci/devices/" + bdf + "/" + f)) return true;
+  return false;
+}
+
 std::string join_feeds(const std::vector<std::string>& feeds) {
   std::string out;
   for (std::size_t i = 0; i < feeds.size(); ++i) {
@@ -282,6 +288,8 @@ PcieFacts read_pcie_facts(const RootedFs& fs, const PciInventory& pci, const IbI
   for (const auto& e : endpoints) {
     std::string below = e.pci->bdf;
     for (const auto& bdf : e.pci->upstream) {
+      // A conventional PCI bridge (a VM's pci-bridge) has no PCIe link and no link files.
+      if (!index.count(bdf) && !has_link_files(fs, bdf)) continue;
       const PciDevice* found = pci.find(bdf);
       const std::size_t i = add(Kind::bridge, found ? *found : read_pci_device(fs, bdf), "bridge " + bdf, "");
       auto& b = facts.devices[i];

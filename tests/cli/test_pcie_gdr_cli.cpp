@@ -169,4 +169,23 @@ TEST(PcieGdrCli, VirtualFunctionsAreSkipped) {
   fs::remove_all(root);
 }
 
+// A conventional PCI bridge has no link files at all: not a PCIe port, nothing to judge.
+TEST(PcieGdrCli, BridgesWithoutLinkFilesAreNotPcie) {
+  namespace fs = std::filesystem;
+  char dir[] = "/tmp/gpudiag-pcibridge-XXXXXX";
+  const std::string root = ::mkdtemp(dir);
+  fs::copy(kFixtures + "/healthy", root, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  const std::string bridge = fs::canonical(root + "/sys/bus/pci/devices/0000:11:00.0").string() + "/";
+  for (const char* f : {"current_link_speed", "current_link_width", "max_link_speed", "max_link_width"})
+    fs::remove(bridge + f);
+  auto r = run_process({kBin, "--fs-root", root, "--checks", "pcie", "--verbose"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("17 GPUs and NICs, 24 bridges"), std::string::npos) << r.out;
+  // One link file left is a PCIe port with a broken file: UNKNOWN, never skipped.
+  std::ofstream(bridge + "max_link_width") << "16\n";
+  r = run_process({kBin, "--fs-root", root, "--checks", "pcie"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  fs::remove_all(root);
+}
+
 }  // namespace
