@@ -68,6 +68,14 @@ TEST(GpuDirectFacts, NvidiaVersionLineProprietaryAndOpen) {
   ASSERT_TRUE(swapped);
   EXPECT_TRUE(swapped->open_module);
   EXPECT_EQ(swapped->major, 590);
+  // Read on the H100 machine lent to this project (a VM, kernel 6.18, driver 580).
+  auto lent = parse_nvidia_version(
+      "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n"
+      "GCC version:  gcc version 15.3.0 (GCC) \n");
+  ASSERT_TRUE(lent);
+  EXPECT_TRUE(lent->open_module);
+  EXPECT_EQ(lent->version, "580.159.04");
+  EXPECT_EQ(parse_kernel_release("6.18.44-fc-v657-gpu")->minor, 18);
   EXPECT_FALSE(parse_nvidia_version("GCC version: 12.2.0"));
   EXPECT_FALSE(parse_nvidia_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module"));
 }
