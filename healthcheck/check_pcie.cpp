@@ -245,7 +245,7 @@ CheckResult evaluate_pcie(const PcieFacts& facts, const PcieSettings& cfg) {
   if (bad) out.summary += fmt::format(": {} {} below {}", bad, bad == 1 ? "link" : "links",
                                       bad == 1 ? "its capability" : "their capability");
   else if (unknown) out.summary += fmt::format(": {} unreadable", unknown);
-  else out.summary += ", every link at full width and speed";
+  else out.summary += ", no link below its capability";
   return out;
 }
 
