@@ -249,8 +249,11 @@ TEST(PcieCheck, GarbageIsUnknownNeverOk) {
   EXPECT_NE(r.most_severe()->message.find("current_link_width"), std::string::npos);
   EXPECT_EQ(r.summary, "3 GPUs and NICs, 4 bridges: 1 unreadable");
   // Its metrics are left out, not written as 0.
-  for (const auto& m : r.metrics)
-    if (m.labels[0].second == "0000:33:00.0") EXPECT_NE(m.name, "gpudiag_pcie_link_width");
+  for (const auto& m : r.metrics) {
+    if (m.labels[0].second == "0000:33:00.0") {
+      EXPECT_NE(m.name, "gpudiag_pcie_link_width");
+    }
+  }
 
   auto unknown_speed = node();
   find(unknown_speed, "0000:14:00.0").link.max_speed = parse_link_speed_gts("Unknown", "m");
