@@ -2,7 +2,7 @@
 """Median wall time of `gpudiag-health --quick` on the base fixture, side by side with a
 shell loop over the same sysfs files in the style of NHC's check_hw_ib.
 
-Usage: bench/health_quick.py [--runs 100] [--build build]
+Usage: bench/health_quick.py [--runs 100] [--build build] [--compare OLD_GPUDIAG_HEALTH]
 
 The shell loops are written by this script (into a temp dir) so they read exactly the
 fixture the binary reads. Runs are interleaved (A, B, A, B, ...) so that machine noise
@@ -88,6 +88,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--compare", metavar="BIN",
+                    help="another gpudiag-health (an older build) whose --quick runs interleaved with this one's")
     args = ap.parse_args()
     health = os.path.join(args.build, "healthcheck", "gpudiag-health")
     fixture = os.path.join(args.build, "fixtures", "healthy")
@@ -107,6 +109,14 @@ def main():
             "gpudiag-health --checks ib": [health, "--checks", "ib", "--config", config, "--fs-root", fixture],
             "NHC-style check_hw_ib shell loop": ["/bin/bash", ib_sh, fixture],
         }
+        if args.compare:
+            # An older build rejects checks it does not know in health.checks, which
+            # --quick ignores anyway.
+            old_config = os.path.join(tmp, "compare.yaml")
+            with open(config) as src, open(old_config, "w") as dst:
+                dst.writelines(line for line in src if not line.lstrip().startswith("checks:"))
+            contenders["--compare: gpudiag-health --quick"] = [args.compare, "--quick", "--config", old_config,
+                                                              "--fs-root", fixture]
         # Both shells must agree with the binary that the fixture is healthy.
         for name, argv in contenders.items():
             rc = subprocess.run(argv, stdout=subprocess.DEVNULL).returncode
@@ -124,6 +134,8 @@ def main():
     names = list(med)
     print(f"ratio shell/gpudiag, --quick scope: {med[names[1]] / med[names[0]]:.1f}x")
     print(f"ratio shell/gpudiag, ib only:       {med[names[3]] / med[names[2]]:.1f}x")
+    if args.compare:
+        print(f"ratio this/--compare, --quick:      {med[names[0]] / med[names[4]]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "healthcheck/inventory_cache.h"
+#include "nodeinfo/gpus_and_nics.h"
 #include "nodeinfo/ib_discovery.h"
 #include "nodeinfo/pci_config.h"
 #include "nodeinfo/pci_devices.h"
@@ -93,8 +95,8 @@ CheckResult evaluate_acs(const std::vector<AcsBridge>& bridges, int gpus, int ni
 }
 
 CheckResult run_acs_check(const CheckContext& ctx) {
-  PciInventory pci = discover_pci(ctx.fs);
-  IbInventory ib = discover_ib(ctx.fs);
+  const PciInventory& pci = pci_inventory(ctx);
+  const IbInventory& ib = ib_inventory(ctx);
   if (!pci.error.empty()) {
     CheckResult out;
     out.name = "acs";
@@ -119,16 +121,9 @@ CheckResult run_acs_check(const CheckContext& ctx) {
     }
   };
   int gpus = 0, nics = 0;
-  for (const auto& dev : pci.devices) {
-    if (!dev.is_nvidia_gpu()) continue;
-    ++gpus;
-    note_path(dev, "GPU " + dev.bdf);
-  }
-  for (const auto& hca : ib.hcas) {
-    const PciDevice* dev = hca.pci_bdf.empty() ? nullptr : pci.find(hca.pci_bdf);
-    if (!dev) continue;
-    ++nics;
-    note_path(*dev, fmt::format("NIC {} ({})", hca.name, dev->bdf));
+  for (const auto& e : gpus_and_rdma_nics(pci, ib)) {
+    ++(e.gpu ? gpus : nics);
+    note_path(*e.pci, e.label);
   }
   return evaluate_acs(bridges, gpus, nics, ctx.cfg.acs.policy);
 }

@@ -1,6 +1,9 @@
 #pragma once
 // What every check gets: where to read the kernel from, and the site's expectations.
 #include <chrono>
+#include <memory>
+
+#include "healthcheck/inventory_cache.h"
 
 #include "nodeinfo/config.h"
 #include "nodeinfo/rooted_fs.h"
@@ -21,6 +24,8 @@ struct CheckContext {
   // What the checks that compare with the last run (xid, ibcounters) read and store;
   // null: nothing is kept, every run is a first run.
   RunState* state = nullptr;
+  // What several checks read (inventory_cache.h); copies of a context share it.
+  std::shared_ptr<InventoryCache> inventory = std::make_shared<InventoryCache>();
 };
 
 }  // namespace gpudiag

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "healthcheck/ib_selection.h"
 #include "nodeinfo/name_patterns.h"
@@ -27,7 +28,19 @@ std::string down_hint(const IbPort& p) {
 
 std::string state_text(const Result<PortState>& s) { return s ? s->name : std::string("unreadable"); }
 
-void check_port(const IbPort& p, const IbExpect& expect, CheckResult& out, int& bad) {
+// The fastest up port among the ports of identical HCAs (same model and link layer):
+// without ib.rate_gbps, a port slower than that is wrong on its face.
+struct SiblingRate {
+  double gbps = 0;
+  std::string model, rate_text;
+};
+
+std::string sibling_key(const IbHca& hca, const IbPort& p) {
+  return hca.model.empty() || !p.link_layer ? std::string() : hca.model + "/" + *p.link_layer;
+}
+
+void check_port(const IbPort& p, const IbExpect& expect, CheckResult& out, int& bad,
+                const SiblingRate* siblings = nullptr) {
   const std::string subj = p.subject();
   const std::string who = fmt::format("{} port {}", p.hca, p.number);
   const std::size_t before = out.findings.size();
@@ -62,6 +75,13 @@ void check_port(const IbPort& p, const IbExpect& expect, CheckResult& out, int& 
   } else if (p.is_up() && expect.rate_gbps && *p.rate_gbps + 1e-9 < *expect.rate_gbps) {
     out.add({subj, Status::critical,
              fmt::format("{} runs at {} where {:g} Gb/sec is expected", who, p.rate_text, *expect.rate_gbps),
+             fmt::format("the link trained at a lower speed or width: reseat or replace the cable/transceiver, "
+                         "check the switch port, and look at `mlxlink -d {}`",
+                         p.hca)});
+  } else if (p.is_up() && !expect.rate_gbps && siblings && *p.rate_gbps + 1e-9 < siblings->gbps) {
+    out.add({subj, Status::warning,
+             fmt::format("{} runs at {} where its identical siblings ({} {}) run at {}", who, p.rate_text,
+                         siblings->model, *p.link_layer, siblings->rate_text),
              fmt::format("the link trained at a lower speed or width: reseat or replace the cable/transceiver, "
                          "check the switch port, and look at `mlxlink -d {}`",
                          p.hca)});
@@ -123,6 +143,16 @@ CheckResult evaluate_ib(const IbInventory& inv, const IbExpect& expect,
              "initialise"});
   }
 
+  std::map<std::string, SiblingRate> fastest;
+  for (const auto* hca : checked) {
+    for (const auto& p : hca->ports) {
+      const std::string key = sibling_key(*hca, p);
+      if (key.empty() || !p.is_up() || !p.rate_gbps) continue;
+      auto& best = fastest[key];
+      if (*p.rate_gbps > best.gbps) best = {*p.rate_gbps, hca->model, p.rate_text};
+    }
+  }
+
   int ports = 0, bad = 0;
   for (const auto* hca : checked) {
     if (verbs && std::find(verbs->begin(), verbs->end(), hca->name) == verbs->end())
@@ -137,7 +167,8 @@ CheckResult evaluate_ib(const IbInventory& inv, const IbExpect& expect,
     }
     for (const auto& p : hca->ports) {
       ++ports;
-      check_port(p, expect, out, bad);
+      auto best = fastest.find(sibling_key(*hca, p));
+      check_port(p, expect, out, bad, best == fastest.end() ? nullptr : &best->second);
     }
   }
   out.summary = bad ? fmt::format("{} HCAs, {} of {} ports bad", checked.size(), bad, ports)

@@ -17,6 +17,8 @@
 #include "healthcheck/check_p2p.h"
 #include "healthcheck/check_ibcounters.h"
 #include "healthcheck/check_xid.h"
+#include "healthcheck/check_pcie.h"
+#include "healthcheck/check_gdr.h"
 
 namespace gpudiag {
 namespace {
@@ -63,7 +65,8 @@ const CheckTable& builtin_checks() {
   static const CheckTable kTable = {
       {"ib", run_ib_check}, {"acs", run_acs_check}, {"iommu", run_iommu_check}, {"gpu", run_gpu_check},
       {"p2p", run_p2p_check}, {"nccl", run_nccl_check},
-      {"xid", run_xid_check}, {"ibcounters", run_ibcounters_check}};
+      {"xid", run_xid_check}, {"ibcounters", run_ibcounters_check},
+      {"pcie", run_pcie_check}, {"gdr", run_gdr_check}};
   return kTable;
 }
 

@@ -17,6 +17,7 @@ struct CheckName {
 inline constexpr CheckName kCheckNames[] = {
     {"ib", true}, {"acs", true}, {"iommu", true}, {"gpu", true}, {"p2p", false}, {"nccl", false},
     {"xid", true}, {"ibcounters", true},
+    {"pcie", true}, {"gdr", true},
 };
 
 // Every name, in order; the quick ones; the names as "ib,acs,..." for messages.

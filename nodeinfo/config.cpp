@@ -337,6 +337,22 @@ void read_ibcounters(const Reader& r, const YAML::Node& n, IbCounterSettings& c)
   }
 }
 
+void read_pcie(const Reader& r, const YAML::Node& n, PcieSettings& p) {
+  r.require_map(n, "pcie");
+  r.only_keys(n, "pcie.", {"policy", "gpu_width", "gpu_speed", "nic_width", "nic_speed"});
+  if (n["policy"]) p.policy = r.policy(n["policy"], "pcie.policy");
+  if (n["gpu_width"]) p.gpu_width = r.numeric(n["gpu_width"], "pcie.gpu_width", 1, 32);
+  if (n["nic_width"]) p.nic_width = r.numeric(n["nic_width"], "pcie.nic_width", 1, 32);
+  if (n["gpu_speed"]) p.gpu_speed = r.numeric(n["gpu_speed"], "pcie.gpu_speed", 2.5, 128.0);
+  if (n["nic_speed"]) p.nic_speed = r.numeric(n["nic_speed"], "pcie.nic_speed", 2.5, 128.0);
+}
+
+void read_gdr(const Reader& r, const YAML::Node& n, GdrSettings& g) {
+  r.require_map(n, "gdr");
+  r.only_keys(n, "gdr.", {"required"});
+  if (n["required"]) g.required = r.one_of(n["required"], "gdr.required", {"auto", "true", "false"});
+}
+
 }  // namespace
 
 const std::vector<std::pair<std::string, unsigned long long>>& default_ib_counter_growth() {
@@ -378,7 +394,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
     YAML::Node root = YAML::Load(std::string(yaml_text));
     if (root.IsNull()) return cfg;  // an empty file: all defaults
     r.require_map(root, "the top level");
-    r.only_keys(root, "", {"health", "ib", "acs", "iommu", "gpu", "p2p", "nccl", "plugin", "xid", "ibcounters"});
+    r.only_keys(root, "", {"health", "ib", "acs", "iommu", "gpu", "p2p", "nccl", "plugin", "xid", "ibcounters", "pcie", "gdr"});
     if (root["health"]) read_health(r, root["health"], cfg.health);
     if (root["ib"]) read_ib(r, root["ib"], cfg.ib);
     if (auto n = root["acs"]) {
@@ -399,6 +415,8 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
     if (root["nccl"]) read_nccl(r, root["nccl"], cfg.nccl);
     if (root["xid"]) read_xid(r, root["xid"], cfg.xid);
     if (root["ibcounters"]) read_ibcounters(r, root["ibcounters"], cfg.ibcounters);
+    if (root["pcie"]) read_pcie(r, root["pcie"], cfg.pcie);
+    if (root["gdr"]) read_gdr(r, root["gdr"], cfg.gdr);
   } catch (const ConfigError& e) {
     return Result<Config>::failure(e.what());
   } catch (const YAML::Exception& e) {

@@ -161,6 +161,20 @@ struct IbCounterSettings {
 };
 // The counters the ibcounters check judges, with their default allowed growth.
 const std::vector<std::pair<std::string, unsigned long long>>& default_ib_counter_growth();
+// The pcie check. Without a floor a GPU's or NIC's link must run at its own maximum;
+// with one (a site whose slots are x8 by design) it must reach the floor.
+struct PcieSettings {
+  Policy policy = Policy::critical;  // what a downtrained link is
+  std::optional<int> gpu_width, nic_width;      // lanes
+  std::optional<double> gpu_speed, nic_speed;   // GT/s
+};
+
+// The gdr check. auto: GPUDirect RDMA is required where the node has both NVIDIA GPUs
+// and RDMA NICs (true means the same: a node without either has nothing to check);
+// false: its absence is only a warning.
+struct GdrSettings {
+  std::string required = "auto";
+};
 
 struct Config {
   std::string source;  // the file it came from, or "" for built-in defaults
@@ -174,6 +188,8 @@ struct Config {
   PluginSettings plugin;
   XidSettings xid;
   IbCounterSettings ibcounters = {default_ib_counter_growth()};
+  PcieSettings pcie;
+  GdrSettings gdr;
 };
 
 // Every check gpudiag-health knows, in run order.

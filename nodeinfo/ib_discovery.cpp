@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "nodeinfo/sysfs_text.h"
+
 namespace gpudiag {
 namespace {
 
@@ -51,6 +53,8 @@ IbInventory discover_ib(const RootedFs& fs) {
     hca.name = name;
     const std::string base = std::string(kIbClass) + "/" + name;
     if (auto dev = fs.resolve(base + "/device")) hca.pci_bdf = basename_of(*dev);
+    if (auto raw = fs.read_file(base + "/hca_type", 256))
+      if (auto text = attribute_text(*raw, base + "/hca_type", 64)) hca.model = *text;
     auto ports = fs.list_dir(base + "/ports");
     if (!ports) {
       hca.error = ports.error();

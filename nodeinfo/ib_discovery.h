@@ -28,6 +28,7 @@ struct IbHca {
   std::string name;
   std::string pci_bdf;  // empty when the device link is missing or broken
   std::string error;    // set when the HCA's ports could not be listed
+  std::string model;    // hca_type ("MT4129"); empty when unreadable
   std::vector<IbPort> ports;
 };
 

@@ -100,12 +100,13 @@ TEST(HealthCli, HealthyFixtureIsOk) {
   EXPECT_EQ(j["status"], "ok");
   std::vector<std::string> names;
   for (const auto& c : j["checks"]) names.push_back(c["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"ib", "acs", "iommu", "gpu", "xid", "ibcounters"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"ib", "acs", "iommu", "gpu", "xid", "ibcounters", "pcie", "gdr"}));
 }
 
 TEST(HealthCli, WithoutConfigOnlyBrokenOnItsFace) {
   EXPECT_EQ(health("healthy", {}, false).exit_code, 0);
-  EXPECT_EQ(health("rate-200", {}, false).exit_code, 0);  // no expected rate: nothing to compare with
+  // No expected rate, but 200 Gb/s among identical 400 Gb/s siblings: a warning.
+  EXPECT_EQ(health("rate-200", {}, false).exit_code, 1);
   EXPECT_EQ(health("port-down", {}, false).exit_code, 2);
   EXPECT_EQ(health("acs-redirect", {}, false).exit_code, 2);
 }

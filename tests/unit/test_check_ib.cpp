@@ -140,3 +140,41 @@ TEST(IbCheck, HcaThatVerbsCannotOpenIsCritical) {
   verbs.push_back("mlx5_6");
   EXPECT_EQ(evaluate_ib(inventory(8), ndr8(), verbs).status, Status::ok);
 }
+
+// Without ib.rate_gbps, one port slower than the ports of identical HCAs is wrong on
+// its face: a warning that names both rates.
+TEST(IbCheck, PortSlowerThanIdenticalSiblingsWarnsWithoutConfig) {
+  auto inv = inventory(8);
+  for (auto& h : inv.hcas) h.model = "MT4129";
+  inv.hcas[5].ports[0] = port("mlx5_5", "4: ACTIVE", "5: LinkUp", "200 Gb/sec (4X HDR)", "InfiniBand");
+  auto r = evaluate_ib(inv, {});
+  EXPECT_EQ(r.status, Status::warning);
+  ASSERT_EQ(r.count(Status::warning), 1);
+  EXPECT_EQ(first_bad(r)->subject, "mlx5_5:1");
+  EXPECT_EQ(first_bad(r)->message,
+            "mlx5_5 port 1 runs at 200 Gb/sec (4X HDR) where its identical siblings (MT4129 InfiniBand) run at "
+            "400 Gb/sec (4X NDR)");
+  EXPECT_NE(first_bad(r)->hint.find("cable"), std::string::npos);
+  // The bond (Ethernet, 100 Gb/s) is no sibling of the InfiniBand ports.
+  EXPECT_EQ(r.summary, "9 HCAs, 1 of 9 ports bad");
+
+  // A configured rate is the site's word: the critical finding, not the sibling warning.
+  auto with_rate = evaluate_ib(inv, ndr8());
+  EXPECT_EQ(with_rate.status, Status::critical);
+  EXPECT_EQ(with_rate.count(Status::warning), 0);
+
+  // A different model, or one that could not be read, is no sibling.
+  inv.hcas[5].model = "MT4123";
+  EXPECT_EQ(evaluate_ib(inv, {}).status, Status::ok);
+  inv.hcas[5].model = "";
+  EXPECT_EQ(evaluate_ib(inv, {}).status, Status::ok);
+}
+
+TEST(IbCheck, DownSiblingSetsNoRate) {
+  auto inv = inventory(2);
+  for (auto& h : inv.hcas) h.model = "MT4129";
+  inv.hcas[0].ports[0] = port("mlx5_0", "1: DOWN", "2: Polling", "10 Gb/sec (4X SDR)", "InfiniBand");
+  auto r = evaluate_ib(inv, {});
+  EXPECT_EQ(r.count(Status::critical), 1);
+  EXPECT_EQ(r.count(Status::warning), 0);
+}

@@ -79,6 +79,6 @@ TEST(CheckNames, TheTableOfFunctionsNamesExactlyTheRegistry) {
   std::vector<std::string> registry = gpudiag::known_checks();
   std::sort(registry.begin(), registry.end());
   EXPECT_EQ(in_table, registry);  // std::map: sorted
-  EXPECT_EQ(gpudiag::quick_checks(), (std::vector<std::string>{"ib", "acs", "iommu", "gpu", "xid", "ibcounters"}));
-  EXPECT_EQ(gpudiag::known_checks_text(), "ib,acs,iommu,gpu,p2p,nccl,xid,ibcounters");
+  EXPECT_EQ(gpudiag::quick_checks(), (std::vector<std::string>{"ib", "acs", "iommu", "gpu", "xid", "ibcounters", "pcie", "gdr"}));
+  EXPECT_EQ(gpudiag::known_checks_text(), "ib,acs,iommu,gpu,p2p,nccl,xid,ibcounters,pcie,gdr");
 }

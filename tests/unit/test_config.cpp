@@ -151,3 +151,34 @@ TEST(Config, GpuThrottleAndReplayLimit) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().find("'gpu.pcie_replay_max' must be a whole number"), std::string::npos) << bad.error();
 }
+
+TEST(Config, PcieAndGdrSections) {
+  auto c = parse_config("pcie:\n  policy: warning\n  gpu_width: 8\n  gpu_speed: 16\n  nic_width: 16\n  nic_speed: 32\n"
+                        "gdr:\n  required: false\n",
+                        "t.yaml");
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->pcie.policy, Policy::warning);
+  EXPECT_EQ(c->pcie.gpu_width, 8);
+  EXPECT_DOUBLE_EQ(*c->pcie.gpu_speed, 16.0);
+  EXPECT_EQ(c->pcie.nic_width, 16);
+  EXPECT_DOUBLE_EQ(*c->pcie.nic_speed, 32.0);
+  EXPECT_EQ(c->gdr.required, "false");
+  auto d = parse_config("", "t.yaml");
+  EXPECT_EQ(d->pcie.policy, Policy::critical);
+  EXPECT_FALSE(d->pcie.gpu_width);
+  EXPECT_EQ(d->gdr.required, "auto");
+
+  auto typo = parse_config("pcie:\n  nic_widht: 8\n", "t.yaml");
+  ASSERT_FALSE(typo);
+  EXPECT_NE(typo.error().find("gpudiag: t.yaml:2: unknown key 'pcie.nic_widht'"), std::string::npos) << typo.error();
+  auto wide = parse_config("pcie:\n  gpu_width: 64\n", "t.yaml");
+  ASSERT_FALSE(wide);
+  EXPECT_NE(wide.error().find("'pcie.gpu_width' must be between 1 and 32"), std::string::npos) << wide.error();
+  auto speed = parse_config("pcie:\n  gpu_speed: fast\n", "t.yaml");
+  ASSERT_FALSE(speed);
+  EXPECT_NE(speed.error().find("'pcie.gpu_speed' must be a number"), std::string::npos) << speed.error();
+  auto gdr = parse_config("gdr:\n  required: sometimes\n", "t.yaml");
+  ASSERT_FALSE(gdr);
+  EXPECT_NE(gdr.error().find("'gdr.required' is 'sometimes' (expected one of: auto, true, false)"), std::string::npos);
+  EXPECT_FALSE(parse_config("gdr:\n  peermem: true\n", "t.yaml"));
+}

@@ -1,0 +1,116 @@
+#include "healthcheck/check_gdr.h"
+
+#include <fmt/format.h>
+
+#include "healthcheck/inventory_cache.h"
+
+namespace gpudiag {
+namespace {
+
+constexpr KernelRelease kDmaBufKernel{5, 12};
+constexpr int kDmaBufDriver = 515;
+
+bool at_least(const KernelRelease& k, const KernelRelease& min) {
+  return k.major != min.major ? k.major > min.major : k.minor >= min.minor;
+}
+
+const char* kPeermemFix =
+    "load it with `modprobe nvidia_peermem` and add it to /etc/modules-load.d/; or run NVIDIA's open kernel "
+    "module >= 515 on Linux >= 5.12, which NCCL >= 2.19 uses through dma-buf";
+
+std::string kernel_text_of(KernelRelease k) { return std::to_string(k.major) + "." + std::to_string(k.minor); }
+
+std::string human_kib(unsigned long long bytes) {
+  return bytes >= (1ull << 20) ? fmt::format("{} MiB", bytes >> 20) : fmt::format("{} KiB", bytes >> 10);
+}
+
+// The GPUDirect path, or why there is none. Returns the summary part.
+std::string judge_path(const GpuDirectFacts& f, Status missing, CheckResult& out) {
+  if (f.peermem) {
+    out.add({"nvidia_peermem", Status::ok, "nvidia_peermem is loaded: GPUDirect RDMA is available", ""});
+    return "GPUDirect RDMA through nvidia_peermem";
+  }
+  if (!f.driver_loaded) {
+    out.add({"nvidia_peermem", missing,
+             "GPUDirect RDMA is unavailable: nvidia_peermem is not loaded and neither is the NVIDIA driver "
+             "(/proc/driver/nvidia/version is missing)",
+             std::string("load the NVIDIA driver (`nvidia-smi` says why it is not), then nvidia_peermem: ") +
+                 kPeermemFix});
+    return "no GPUDirect RDMA";
+  }
+  auto kernel = f.kernel_release ? parse_kernel_release(*f.kernel_release) : std::nullopt;
+  auto driver = f.driver_version ? parse_nvidia_version(*f.driver_version) : std::nullopt;
+  const bool kernel_too_old = kernel && !at_least(*kernel, kDmaBufKernel);
+  const std::string kernel_text = kernel ? "Linux " + kernel_text_of(*kernel) : "an unknown kernel";
+  const bool driver_unfit = driver && (!driver->open_module || driver->major < kDmaBufDriver);
+  if (kernel && driver && !kernel_too_old && !driver_unfit) {
+    out.add({"nvidia_peermem", Status::ok,
+             fmt::format("nvidia_peermem is not loaded; GPUDirect RDMA can use dma-buf ({}, open kernel "
+                         "module {}) with NCCL >= 2.19",
+                         kernel_text, driver->version),
+             ""});
+    return "GPUDirect RDMA through dma-buf";
+  }
+  if (kernel_too_old || driver_unfit) {
+    std::string node = kernel_text;
+    if (driver)
+      node += fmt::format(" with the {} kernel module {}", driver->open_module ? "open" : "proprietary", driver->version);
+    out.add({"nvidia_peermem", missing,
+             fmt::format("GPUDirect RDMA is unavailable: nvidia_peermem is not loaded, and dma-buf needs Linux "
+                         ">= 5.12 with NVIDIA's open kernel module >= 515 (this node: {})",
+                         node),
+             kPeermemFix});
+    return "no GPUDirect RDMA";
+  }
+  const std::string why = !f.kernel_release ? f.kernel_release.error()
+                          : !kernel         ? "/proc/sys/kernel/osrelease: not a kernel release: '" +
+                                                  *f.kernel_release + "'"
+                          : !f.driver_version ? f.driver_version.error()
+                                              : "/proc/driver/nvidia/version: not the NVIDIA driver's version "
+                                                "line: '" + *f.driver_version + "'";
+  out.add({"nvidia_peermem", Status::unknown,
+           "nvidia_peermem is not loaded, and whether dma-buf can stand in is unknown: " + why,
+           std::string("check `uname -r` and `cat /proc/driver/nvidia/version`; or ") + kPeermemFix});
+  return "GPUDirect RDMA unknown";
+}
+
+}  // namespace
+
+CheckResult evaluate_gdr(const GpuDirectFacts& f, const GdrSettings& cfg) {
+  CheckResult out;
+  out.name = "gdr";
+  if (f.gpus == 0 || f.rdma_nics == 0) {
+    out.add({"gdr", Status::ok,
+             fmt::format("not applicable: {} NVIDIA GPUs and {} RDMA NICs", f.gpus, f.rdma_nics), ""});
+    out.summary = f.gpus == 0 ? "not applicable (no NVIDIA GPU)" : "not applicable (no RDMA NIC)";
+    return out;
+  }
+  const Status missing = cfg.required == "false" ? Status::warning : Status::critical;
+  std::string summary = judge_path(f, missing, out);
+
+  const char* memlock_fix =
+      "set `* - memlock unlimited` in /etc/security/limits.conf, LimitMEMLOCK=infinity for slurmd "
+      "(`systemctl edit slurmd`) and PropagateResourceLimitsExcept=MEMLOCK in slurm.conf";
+  if (!f.memlock) {
+    out.add({"memlock", Status::unknown, "cannot read the memlock limit: " + f.memlock.error(), memlock_fix});
+    summary += ", memlock unknown";
+  } else if (f.memlock->has_value()) {
+    out.add({"memlock", Status::warning,
+             fmt::format("the memlock limit is {}, not unlimited: RDMA memory registration (ibv_reg_mr) by NCCL "
+                         "and MPI fails or falls back to slower paths",
+                         human_kib(**f.memlock)),
+             memlock_fix});
+    summary += ", memlock " + human_kib(**f.memlock);
+  } else {
+    out.add({"memlock", Status::ok, "the memlock limit is unlimited", ""});
+    summary += ", memlock unlimited";
+  }
+  out.summary = summary;
+  return out;
+}
+
+CheckResult run_gdr_check(const CheckContext& ctx) {
+  return evaluate_gdr(read_gpudirect_facts(ctx.fs, pci_inventory(ctx), ib_inventory(ctx)), ctx.cfg.gdr);
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,51 @@
+#pragma once
+// What decides whether GPUDirect RDMA can work on this node: the nvidia_peermem module,
+// or the dma-buf path (Linux >= 5.12 with NVIDIA's open kernel module >= 515, which
+// NCCL >= 2.19 uses), and the memlock limit that ibv_reg_mr runs into.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "nodeinfo/ib_discovery.h"
+#include "nodeinfo/pci_devices.h"
+#include "nodeinfo/result.h"
+#include "nodeinfo/rooted_fs.h"
+
+namespace gpudiag {
+
+struct KernelRelease {
+  int major = 0, minor = 0;
+};
+// "6.1.0-28-amd64" -> 6.1; nullopt for anything else.
+std::optional<KernelRelease> parse_kernel_release(std::string_view text);
+
+// The first line of /proc/driver/nvidia/version:
+//   NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 ...
+//   NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build ...
+struct NvidiaDriver {
+  bool open_module = false;
+  std::string version;  // "550.54.15"
+  int major = 0;        // 550
+};
+std::optional<NvidiaDriver> parse_nvidia_version(std::string_view text);
+
+// The soft "Max locked memory" of /proc/<pid>/limits: nullopt for unlimited, else bytes.
+// Garbage is an error.
+Result<std::optional<unsigned long long>> parse_memlock_limit(std::string_view limits_text);
+
+struct GpuDirectFacts {
+  int gpus = 0, rdma_nics = 0;
+  bool peermem = false;  // /sys/module/nvidia_peermem: the module is loaded
+  Result<std::string> kernel_release = Result<std::string>::failure("not read");  // /proc/sys/kernel/osrelease
+  bool driver_loaded = false;  // /proc/driver/nvidia/version exists
+  Result<std::string> driver_version = Result<std::string>::failure("not read");  // /proc/driver/nvidia/version
+  // This process's memlock limit, read from /proc/self/limits: a health check run by
+  // slurmd inherits slurmd's limits, which are what its jobs get.
+  Result<std::optional<unsigned long long>> memlock =
+      Result<std::optional<unsigned long long>>::failure("not read");
+};
+
+// `pci` and `ib` say whether the node has GPUs and RDMA NICs.
+GpuDirectFacts read_gpudirect_facts(const RootedFs& fs, const PciInventory& pci, const IbInventory& ib);
+
+}  // namespace gpudiag
