@@ -6,20 +6,23 @@
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/probe_fields.h"
 #include "nodeinfo/pci_devices.h"
+#include "nodeinfo/pcie_links.h"
 #include "nodeinfo/sysfs_text.h"
 #include "nodeinfo/this_host.h"
 
 namespace gpudiag {
 namespace {
 
-PcieLinkFact read_link(const RootedFs& fs, const std::string& bdf, const std::string& name) {
+// The pcie check's own reader (one rule for the sysfs format). A GPU's speed is its
+// maximum, not its current one: an idle GPU drops its link to 2.5 GT/s, and a floor
+// taken then would accept any downtrained link (the pcie check holds gpu_speed against
+// what the link can train to).
+PcieLinkFact read_link(const RootedFs& fs, const std::string& bdf, const std::string& name, bool gpu) {
   PcieLinkFact l{bdf, name, std::nullopt, std::nullopt};
-  const std::string dir = "/sys/bus/pci/devices/" + bdf + "/";
-  if (auto raw = fs.read_file(dir + "current_link_width", 64))
-    if (auto w = parse_int_attr(*raw, dir + "current_link_width"); w && *w > 0 && *w <= 32)
-      l.width = static_cast<int>(*w);
-  if (auto raw = fs.read_file(dir + "current_link_speed", 64))
-    if (auto text = attribute_text(*raw, dir + "current_link_speed", 64)) l.speed_gts = parse_link_speed(*text);
+  const PcieLink link = read_pcie_link(fs, bdf);
+  if (link.width) l.width = *link.width;
+  const Result<double>& speed = gpu ? link.max_speed : link.speed;
+  if (speed) l.speed_gts = *speed;
   return l;
 }
 
@@ -32,14 +35,6 @@ std::string node_name(const RootedFs& fs) {
 
 }  // namespace
 
-std::optional<double> parse_link_speed(const std::string& text) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  if (end == begin || !(v > 0 && v < 1000)) return std::nullopt;
-  return v;
-}
-
 BaselineFacts gather_baseline_facts(const CheckContext& ctx) {
   BaselineFacts f;
   f.host = node_name(ctx.fs);
@@ -49,10 +44,10 @@ BaselineFacts gather_baseline_facts(const CheckContext& ctx) {
   for (const auto& dev : pci.devices) {
     if (!dev.is_nvidia_gpu()) continue;
     ++f.pci_gpus;
-    f.gpu_links.push_back(read_link(ctx.fs, dev.bdf, "GPU " + dev.bdf));
+    f.gpu_links.push_back(read_link(ctx.fs, dev.bdf, "GPU " + dev.bdf, true));
   }
   for (const auto& hca : f.ib.hcas)
-    if (!hca.pci_bdf.empty()) f.hca_links.push_back(read_link(ctx.fs, hca.pci_bdf, hca.name));
+    if (!hca.pci_bdf.empty()) f.hca_links.push_back(read_link(ctx.fs, hca.pci_bdf, hca.name, false));
   IommuFacts iommu = read_iommu_facts(ctx.fs);
   f.iommu_mode = iommu_mode(iommu);
   f.iommu_errors = iommu.errors;

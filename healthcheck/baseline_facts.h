@@ -33,8 +33,6 @@ struct BaselineFacts {
   std::string gpu_note;
 };
 
-// "32.0 GT/s PCIe" -> 32; nullopt for "Unknown" or garbage.
-std::optional<double> parse_link_speed(const std::string& text);
 
 BaselineFacts gather_baseline_facts(const CheckContext& ctx);
 
