@@ -6,13 +6,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 namespace gpudiag {
 namespace {
@@ -28,7 +31,8 @@ bool has(const EnvList& env, const std::string& name) {
 }
 
 int port_number(const std::string& text) {
-  if (text.empty() || text.size() > 5 || !std::all_of(text.begin(), text.end(), ::isdigit)) return 0;
+  auto digit = [](unsigned char c) { return std::isdigit(c) != 0; };
+  if (text.empty() || text.size() > 5 || !std::all_of(text.begin(), text.end(), digit)) return 0;
   int p = std::stoi(text);
   return p > 0 && p <= 65535 ? p : 0;
 }

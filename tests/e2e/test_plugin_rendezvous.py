@@ -45,7 +45,8 @@ class Rendezvous(PluginClusterTest):
             f.write(self.good_config.replace("\nplugin:\n", "\nplugin:\n" + extra, 1))
 
     def srun_clean(self, *args, env=None, timeout=FAST):
-        return self.cluster.run(["srun", *args], cwd=self.tmp, timeout=timeout, check=False, env=env, unset=CLEAN)
+        unset = [name for name in CLEAN if name not in (env or {})]
+        return self.cluster.run(["srun", *args], cwd=self.tmp, timeout=timeout, check=False, env=env, unset=unset)
 
     def assert_failed_naming(self, r, message):
         self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
