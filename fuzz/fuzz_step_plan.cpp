@@ -39,6 +39,7 @@ void check_plan(const gpudiag::StepInputs& in, const gpudiag::StepPlan& plan) {
   if (gpudiag::step_runs_tasks(in.ids.step_id) && rendezvous_must_fail(in)) GPUDIAG_FUZZ_CHECK(plan.fail);
   if (plan.fail) {
     GPUDIAG_FUZZ_CHECK(plan.fail->rfind("gpudiag: ", 0) == 0);
+    GPUDIAG_FUZZ_CHECK(gpudiag::safe_env_value(*plan.fail));  // one line, no escape sequence
     GPUDIAG_FUZZ_CHECK(plan.env.empty());
     return;
   }
@@ -139,7 +140,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     switch ((rdzv >> 4) % 4) {
       case 1: f.resolve_error = "Name or service not known"; break;
       case 2: f.timed_out = true; break;
-      case 3: f.addresses = {"10.0.0.1"}; f.bind_error = "Address already in use"; break;
+      case 3:  // gather_rendezvous binds only where the target says so
+        f.addresses = {"10.0.0.1"};
+        if (t.bind_here) f.bind_error = "Address already in use";
+        break;
       default: f.addresses = {"10.0.0.1"}; break;
     }
     in.rendezvous.push_back(f);

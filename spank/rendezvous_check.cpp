@@ -17,6 +17,8 @@
 #include <thread>
 #include <tuple>
 
+#include "nodeinfo/control_bytes.h"
+
 namespace gpudiag {
 namespace {
 
@@ -143,9 +145,11 @@ std::string resolve_fix(const RendezvousTarget& t) {
          "(/etc/hosts, DNS)";
 }
 
-std::string problem(const RendezvousFacts& f, const std::string& node, double deadline_s) {
+std::string problem(const RendezvousFacts& f, const std::string& node_name, double deadline_s) {
   const RendezvousTarget& t = f.target;
-  const std::string who = t.var + " " + t.host;
+  const std::string node = escape_control(node_name);
+  // The user's text reaches their terminal: no escape sequence rides along.
+  const std::string who = t.var + " " + escape_control(t.host);
   if (f.timed_out)
     return "gpudiag: " + who + " did not resolve on " + node + " within " + seconds(deadline_s) +
            " s (the resolver does not answer); " + resolve_fix(t);
