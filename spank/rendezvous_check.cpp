@@ -60,12 +60,12 @@ struct Lookup {
   std::vector<std::string> addresses;
 };
 
-void resolve(const std::string& host, Lookup& out) {
+void resolve(AddrLookup lookup, const std::string& host, Lookup& out) {
   struct addrinfo hints {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;  // one entry per address, as torch's own lookup
   struct addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  int rc = lookup(host.c_str(), nullptr, &hints, &res);
   std::vector<std::string> addresses;
   if (rc == 0) {
     for (auto* ai = res; ai; ai = ai->ai_next) {
@@ -199,14 +199,14 @@ std::vector<RendezvousTarget> rendezvous_targets(const EnvList& user, const EnvL
   return out;
 }
 
-RendezvousFacts gather_rendezvous(const RendezvousTarget& target, double deadline_s) {
+RendezvousFacts gather_rendezvous(const RendezvousTarget& target, double deadline_s, AddrLookup addr_lookup) {
   RendezvousFacts f;
   f.target = target;
   auto lookup = std::make_shared<Lookup>();
   try {
-    std::thread([lookup, host = target.host] { resolve(host, *lookup); }).detach();
+    std::thread([addr_lookup, lookup, host = target.host] { resolve(addr_lookup, host, *lookup); }).detach();
   } catch (const std::exception&) {
-    resolve(target.host, *lookup);  // no thread to be had: look up without a deadline
+    resolve(addr_lookup, target.host, *lookup);  // no thread to be had: look up without a deadline
   }
   {
     std::unique_lock<std::mutex> lock(lookup->m);

@@ -5,6 +5,8 @@
 // the silent hang gpudiag exists to prevent. gather_rendezvous does the I/O once per step
 // and node (a lookup with a deadline, a UDP connect() that sends nothing, a bind of the
 // port on the first node); judge_rendezvous is pure.
+#include <netdb.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,7 +38,10 @@ struct RendezvousFacts {
 };
 
 // The lookup runs on its own thread: a resolver that hangs costs `deadline_s`, not the step.
-RendezvousFacts gather_rendezvous(const RendezvousTarget& target, double deadline_s);
+// `lookup` is getaddrinfo (a test gives one that hangs, as a dead DNS server does).
+using AddrLookup = int (*)(const char*, const char*, const struct addrinfo*, struct addrinfo**);
+RendezvousFacts gather_rendezvous(const RendezvousTarget& target, double deadline_s,
+                                  AddrLookup lookup = ::getaddrinfo);
 
 struct RendezvousVerdict {
   std::optional<std::string> fail;   // the program must not start

@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -186,6 +188,23 @@ TEST(Rendezvous, PlanFailsEveryTaskAndWarnsOnce) {
     ASSERT_TRUE(plan.fail) << local;
     EXPECT_TRUE(plan.env.empty());
   }
+}
+
+// A resolver that does not answer, as getaddrinfo does while a dead DNS server times out.
+static int hanging_lookup(const char*, const char*, const struct addrinfo*, struct addrinfo**) {
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  return EAI_AGAIN;
+}
+
+TEST(Rendezvous, ALookupThatHangsIsCutAtTheDeadline) {
+  RendezvousTarget t{"MASTER_ADDR", "gpu001", 61007, false, true};
+  auto f = gather_rendezvous(t, 0.2, hanging_lookup);
+  EXPECT_TRUE(f.timed_out);
+  EXPECT_TRUE(f.addresses.empty());
+  EXPECT_EQ(f.bind_error, "");  // nothing more is tried without an address
+  auto v = judge_rendezvous({f}, "gpu017", true, 0.2);
+  ASSERT_TRUE(v.fail);
+  EXPECT_NE(v.fail->find("MASTER_ADDR gpu001 did not resolve on gpu017 within 0.2 s"), std::string::npos) << *v.fail;
 }
 
 // The gathering half, on this machine's own resolver and sockets.
