@@ -4,6 +4,9 @@
 //   0 GPUDIAG_DIAG   1 --diag's argument   2 CUDA_VISIBLE_DEVICES   3 SLURM_SUBMIT_DIR
 //   4 SLURMD_NODENAME and the host name    5 SLURM_LABELIO          6 bytes: ids and switches
 //   the rest: the site config (YAML); the built-in defaults when it does not parse.
+// Byte 9 of the switches drives the rendezvous: 1 MASTER_ADDR by choose_master_addr
+// from Slurm's address (line 2) and hostname (line 3) for NodeName line 4; 2 a user's
+// MASTER_ADDR (line 5); 4 the first node; bits 4-5 what the check found for each target.
 #include <string>
 
 #include "fuzz/fuzz_input.h"
@@ -22,9 +25,21 @@ std::optional<std::string> field(const std::vector<std::string_view>& f, std::si
 // A small number from byte `i` of the switches, so ids stay in reach of each other.
 unsigned byte_at(std::string_view s, std::size_t i) { return i < s.size() ? static_cast<unsigned char>(s[i]) : 0; }
 
+// A problem that must fail the step: a user's value, or any problem under the preflight.
+bool rendezvous_must_fail(const gpudiag::StepInputs& in) {
+  const bool preflight = in.diag.preflight.value_or(in.cfg.plugin.preflight.enabled);
+  for (const auto& f : in.rendezvous) {
+    const bool problem = f.timed_out || !f.resolve_error.empty() || !f.route_error.empty() || !f.bind_error.empty();
+    if (problem && (preflight || f.target.user_set)) return true;
+  }
+  return false;
+}
+
 void check_plan(const gpudiag::StepInputs& in, const gpudiag::StepPlan& plan) {
+  if (gpudiag::step_runs_tasks(in.ids.step_id) && rendezvous_must_fail(in)) GPUDIAG_FUZZ_CHECK(plan.fail);
   if (plan.fail) {
     GPUDIAG_FUZZ_CHECK(plan.fail->rfind("gpudiag: ", 0) == 0);
+    GPUDIAG_FUZZ_CHECK(gpudiag::safe_env_value(*plan.fail));  // one line, no escape sequence
     GPUDIAG_FUZZ_CHECK(plan.env.empty());
     return;
   }
@@ -103,6 +118,36 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   in.ids.node_rank = in.ids.rank % in.ids.num_nodes;
   in.uid = byte_at(bits, 7) * 1000u;
   if (flags & 128) in.nccl_env = {{"NCCL_IB_HCA", field(lines, 2).value_or("")}};
+
+  const unsigned rdzv = byte_at(bits, 9);
+  if (rdzv & 1) {
+    const gpudiag::SlurmNodeAddr slurm{field(lines, 2).value_or(""), field(lines, 3).value_or("")};
+    const std::string name = field(lines, 4).value_or("");
+    in.ids.master_addr = gpudiag::choose_master_addr(in.cfg.plugin.master_addr, name, slurm);
+    // The NodeName, or one of Slurm's answers, and then only one apply_env would take.
+    GPUDIAG_FUZZ_CHECK(in.ids.master_addr == name || in.ids.master_addr == slurm.address ||
+                       in.ids.master_addr == slurm.hostname);
+    if (in.ids.master_addr != name) GPUDIAG_FUZZ_CHECK(gpudiag::safe_env_value(in.ids.master_addr));
+  }
+  gpudiag::EnvList user;
+  if (rdzv & 2) user.emplace_back("MASTER_ADDR", field(lines, 5).value_or(""));
+  const auto planned = gpudiag::planned_rendezvous_env(in.cfg.plugin, in.ids);
+  for (const auto& t : gpudiag::rendezvous_targets(user, planned, (rdzv & 4) != 0)) {
+    GPUDIAG_FUZZ_CHECK(!t.host.empty() && t.port >= 0 && t.port <= 65535);
+    if (t.bind_here) GPUDIAG_FUZZ_CHECK(!t.user_set && t.port > 0);
+    gpudiag::RendezvousFacts f;
+    f.target = t;
+    switch ((rdzv >> 4) % 4) {
+      case 1: f.resolve_error = "Name or service not known"; break;
+      case 2: f.timed_out = true; break;
+      case 3:  // gather_rendezvous binds only where the target says so
+        f.addresses = {"10.0.0.1"};
+        if (t.bind_here) f.bind_error = "Address already in use";
+        break;
+      default: f.addresses = {"10.0.0.1"}; break;
+    }
+    in.rendezvous.push_back(f);
+  }
 
   const std::string wanted = gpudiag::wanted_diag_dir(in);
   const unsigned problem = byte_at(bits, 8) % 4;

@@ -270,7 +270,7 @@ void read_preflight(const Reader& r, const YAML::Node& n, PreflightSettings& p) 
 void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
   r.require_map(n, "plugin");
   r.only_keys(n, "plugin.", {"torch_env", "torchrun_env", "master_port_range", "nproc_per_node", "nccl_env",
-                                  "prefix", "prefix_format", "failfast", "hang", "preflight"});
+                                  "prefix", "prefix_format", "failfast", "hang", "preflight", "master_addr"});
   if (n["torch_env"]) p.torch_env = r.boolean(n["torch_env"], "plugin.torch_env");
   if (n["torchrun_env"]) p.torchrun_env = r.boolean(n["torchrun_env"], "plugin.torchrun_env");
   if (auto range = n["master_port_range"]) {
@@ -282,6 +282,8 @@ void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
   }
   if (n["nproc_per_node"]) p.nproc_per_node = r.numeric(n["nproc_per_node"], "plugin.nproc_per_node", 0, 1024);
   if (n["prefix"]) p.prefix = r.one_of(n["prefix"], "plugin.prefix", {"auto", "always", "never"});
+  if (n["master_addr"])
+    p.master_addr = r.one_of(n["master_addr"], "plugin.master_addr", {"auto", "name", "address", "hostname"});
   if (auto f = n["prefix_format"]) {
     std::string format = r.scalar(f, "plugin.prefix_format");
     if (format.size() > 128) r.fail(f, "'plugin.prefix_format' is longer than 128 characters");

@@ -133,6 +133,10 @@ struct PluginSettings {
   int master_port_first = 61000;  // MASTER_PORT range, outside Linux's ephemeral ports
   int master_port_last = 65535;
   int nproc_per_node = 0;    // PET_NPROC_PER_NODE; 0: the GPUs the task sees (else 1)
+  // MASTER_ADDR (and PET_MASTER_ADDR) from the step's first node: "auto" (its address as
+  // Slurm reaches it, else its NodeName), "name" (NodeName), "address" (NodeAddr, as
+  // Slurm resolved it) or "hostname" (NodeHostname). A NodeName need not resolve.
+  std::string master_addr = "auto";
   // Site NCCL defaults, in file order. NCCL_IB_HCA: auto means this node's active IB
   // HCAs (bonds and excluded ones left out) as an exact list.
   std::vector<std::pair<std::string, std::string>> nccl_env;

@@ -4,7 +4,11 @@ gpudiag.so in its plugstack; `srun --diag` on a 4-rank torch.distributed job (gl
 then gpudiag-health run through Slurm on this node. Everything lives in a temp dir
 and is torn down at the end.
 
-Usage: scripts/demo_slurm.py BUILD_DIR"""
+Usage: scripts/demo_slurm.py BUILD_DIR [--node-name NAME]
+
+--node-name gives the node a NodeName that resolves nowhere (NodeAddr stays 127.0.0.1), as
+in a fresh container or chroot whose host name is in no hosts file: the torch job must
+work there too, since gpudiag.so hands it the address Slurm reaches the node by."""
 import os
 import shutil
 import subprocess
@@ -24,7 +28,15 @@ def show(cluster, argv, cwd):
 
 
 def main():
-    build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build"))
+    args = sys.argv[1:]
+    node_name = None
+    if "--node-name" in args:
+        i = args.index("--node-name")
+        if i + 1 >= len(args):
+            sys.exit("gpudiag: demo_slurm.py: --node-name needs a name")
+        node_name = args[i + 1]
+        del args[i:i + 2]
+    build = os.path.abspath(args[0] if args else os.path.join(ROOT, "build"))
     work = tempfile.mkdtemp(prefix="gpudiag-demo-")
     os.chmod(work, 0o755)
     plugstack = os.path.join(work, "plugstack.conf")
@@ -32,7 +44,7 @@ def main():
         f.write(f"required {build}/spank/gpudiag.so config={ROOT}/etc/gpudiag.yaml\n")
     try:
         print(f"== a throwaway one-node Slurm, gpudiag.so in {plugstack}", flush=True)
-        with SlurmCluster(extra_conf=[f"PlugStackConfig={plugstack}"]) as c:
+        with SlurmCluster(extra_conf=[f"PlugStackConfig={plugstack}"], node_name=node_name) as c:
             print(f"node {c.node} is idle\n")
             print("== srun --diag on a 4-rank torch.distributed all_reduce (gloo); the user sets no\n"
                   "   MASTER_ADDR, MASTER_PORT or RANK: gpudiag.so does, and tags each line [host:rank]")

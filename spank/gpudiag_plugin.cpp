@@ -27,6 +27,8 @@ extern "C" {
 #include "spank/nccl_defaults.h"
 #include "spank/output_relay.h"
 #include "spank/preflight.h"
+#include "spank/rendezvous_check.h"
+#include "spank/slurm_node_addr.h"
 #include "spank/plugin_args.h"
 #include "spank/step_plan.h"
 #include "spank/slurm_compat.h"
@@ -62,6 +64,8 @@ struct SrunSide {
 // slurmstepd: one step on one node.
 struct StepdSide {
   gpudiag::EnvList nccl_env;  // this node's NCCL defaults, once per step before the tasks fork
+  std::string master_addr;    // chosen once per step and node ("": user_init did not run)
+  std::vector<gpudiag::RendezvousFacts> rendezvous;  // checked once per step and node
   // Why gpudiag cannot run this step. A failure in init or init_post_opt on the node is
   // "launch failed" with exit 0 in srun (22.05), so it is kept here and fails each task
   // in task_init, where the task exits non-zero and the message reaches the user's
@@ -244,7 +248,9 @@ int task_init(spank_t sp) {
   t.local_world_size = static_cast<int>(local_count);
   t.node_rank = static_cast<int>(nodeid);
   t.num_nodes = static_cast<int>(nnodes);
-  t.master_addr = gpudiag::slurm_compat::first_host(gpudiag::master_nodelist(in.env));
+  t.master_addr = g_stepd.master_addr.empty() ? gpudiag::slurm_compat::first_host(gpudiag::master_nodelist(in.env))
+                                              : g_stepd.master_addr;
+  in.rendezvous = g_stepd.rendezvous;
   // task_init runs as the user: the directory is the user's, and a place the user may
   // not write is refused by the kernel, not by us as root.
   std::string dir = gpudiag::wanted_diag_dir(in);
@@ -263,6 +269,29 @@ int task_init(spank_t sp) {
   if (plan.preflight && !preflight_passes(env, plan, local_id)) return -1;
   start_output_relay(plan, t.rank);
   return 0;
+}
+
+// Once per step and node, before the tasks fork (they inherit the result): MASTER_ADDR
+// from Slurm's own node table (no RPC, ARCHITECTURE §3), and whether this node can reach
+// the rendezvous the program will use. task_init judges what was found.
+void check_rendezvous(spank_t sp) {
+  std::uint32_t job = 0, step = 0, nodeid = 0;
+  if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step) || !gpudiag::step_runs_tasks(step)) return;
+  item(sp, S_JOB_NODEID, nodeid);
+  SpankEnv env(sp);
+  const std::string first = gpudiag::slurm_compat::first_host(gpudiag::master_nodelist(gpudiag::read_task_env(env)));
+  if (first.empty()) return;
+  const gpudiag::PluginSettings& p = g_opt.cfg.plugin;
+  g_stepd.master_addr = gpudiag::choose_master_addr(p.master_addr, first, gpudiag::slurm_node_addr(first));
+  gpudiag::TaskIds ids;
+  ids.job_id = job;
+  ids.step_id = step;
+  ids.master_addr = g_stepd.master_addr;
+  gpudiag::EnvList user;
+  for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_RDZV_ENDPOINT"})
+    if (auto v = gpudiag::user_value(env, name)) user.emplace_back(name, *v);
+  for (const auto& target : gpudiag::rendezvous_targets(user, gpudiag::planned_rendezvous_env(p, ids), nodeid == 0))
+    g_stepd.rendezvous.push_back(gpudiag::gather_rendezvous(target, gpudiag::kRendezvousLookupDeadline));
 }
 
 }  // namespace
@@ -330,7 +359,12 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   });
 }
 
-int slurm_spank_user_init(spank_t, int, char**) {
+int slurm_spank_user_init(spank_t sp, int, char**) {
+  // The rendezvous check only gathers here; its verdict fails the tasks in task_init.
+  guarded("user init", 0, [&] {
+    if (spank_context() == S_CTX_REMOTE) check_rendezvous(sp);
+    return 0;
+  });
   // NCCL defaults are a convenience: never fail a job over them (on_error 0).
   return guarded("user init", 0, [&] {
     if (spank_context() != S_CTX_REMOTE) return 0;

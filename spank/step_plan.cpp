@@ -39,6 +39,10 @@ HangWatch hang_watch(const StepInputs& in, const std::string& diag_dir, const st
 
 void append(EnvList& to, const EnvList& from) { to.insert(to.end(), from.begin(), from.end()); }
 
+void append_lines(std::vector<std::string>& to, const std::vector<std::string>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
 }  // namespace
 
 Result<DiagOptions> merge_diag_options(std::string_view from_env, const std::optional<std::string>& option) {
@@ -70,6 +74,27 @@ TaskEnv read_task_env(EnvTarget& env) {
 std::string master_nodelist(const TaskEnv& env) {
   if (env.step_nodelist) return *env.step_nodelist;
   return env.job_nodelist.value_or("");
+}
+
+std::string choose_master_addr(const std::string& mode, const std::string& name,
+                               const std::optional<SlurmNodeAddr>& slurm) {
+  if (mode == "name" || !slurm) return name;
+  const std::string& picked = mode == "hostname" ? slurm->hostname : slurm->address;
+  return picked.empty() || !safe_env_value(picked) ? name : picked;
+}
+
+EnvList planned_rendezvous_env(const PluginSettings& p, const TaskIds& ids) {
+  EnvList out;
+  if (ids.master_addr.empty()) return out;
+  const PortRange range{p.master_port_first, p.master_port_last};
+  auto keep = [&](const EnvList& from, std::initializer_list<const char*> names) {
+    for (const auto& kv : from)
+      for (const char* n : names)
+        if (kv.first == n) out.push_back(kv);
+  };
+  if (p.torch_env) keep(torch_env(ids, range), {"MASTER_ADDR", "MASTER_PORT"});
+  if (p.torchrun_env) keep(torchrun_env(ids, range), {"PET_MASTER_ADDR", "PET_MASTER_PORT"});
+  return out;
 }
 
 std::string diag_dir_path(const DiagOptions& diag, const std::string& submit_dir, const std::string& cwd,
@@ -137,6 +162,13 @@ StepPlan plan_step(const StepInputs& in) {
   plan.diag_dir = dir;
   plan.preflight = d.preflight.value_or(p.preflight.enabled);
   plan.host = short_host(in.env.nodename, in.hostname);
+  auto rendezvous = judge_rendezvous(in.rendezvous, plan.host, plan.preflight, kRendezvousLookupDeadline);
+  if (rendezvous.fail) {
+    StepPlan failed;
+    failed.fail = rendezvous.fail;
+    return failed;
+  }
+  if (t.local_rank == 0) append_lines(plan.notices, rendezvous.warnings);
   // srun --label already tags lines.
   plan.tag = prefix_wanted(d, p, t.world_size) && in.env.labelio.value_or("") != "1";
   plan.tag_text = expand_prefix_format(p.prefix_format, plan.host, t.rank, t.local_rank);

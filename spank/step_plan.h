@@ -20,6 +20,8 @@
 #include "spank/env_writer.h"
 #include "spank/hang_watchdog.h"
 #include "spank/output_relay.h"
+#include "spank/rendezvous_check.h"
+#include "spank/slurm_node_addr.h"
 
 namespace gpudiag {
 
@@ -45,6 +47,19 @@ TaskEnv read_task_env(EnvTarget& env);
 // The nodelist whose first host is MASTER_ADDR: the step's, else the job's.
 std::string master_nodelist(const TaskEnv& env);
 
+// MASTER_ADDR for the step's first node `name`, by plugin.master_addr: "name" is the
+// NodeName; "address" and "auto" Slurm's address for it, "hostname" its NodeHostname,
+// each falling back to the NodeName where Slurm told nothing (`slurm` nullopt).
+std::string choose_master_addr(const std::string& mode, const std::string& name,
+                               const std::optional<SlurmNodeAddr>& slurm);
+
+// How long the rendezvous check waits for a name lookup (ARCHITECTURE §3).
+constexpr double kRendezvousLookupDeadline = 3.0;
+
+// The rendezvous variables the plan sets (MASTER_ADDR/PORT, PET_MASTER_ADDR/PORT), from
+// the ids alone: what user_init checks once per node before the tasks get them.
+EnvList planned_rendezvous_env(const PluginSettings& p, const TaskIds& ids);
+
 // The diag dir's path by the one rule for tasks and srun's summary: dir= if given,
 // else the default under the submit dir (or `cwd`).
 std::string diag_dir_path(const DiagOptions& diag, const std::string& submit_dir, const std::string& cwd,
@@ -69,6 +84,8 @@ struct StepInputs {
   // The task's environment, read only: a fail-fast value the user set under a torch
   // variable's old or new name is kept for both (failfast_env). Null: none set.
   EnvTarget* user_env = nullptr;
+  // What gather_rendezvous found on this node, once per step (empty: nothing checked).
+  std::vector<RendezvousFacts> rendezvous;
 };
 
 // The dir the task must claim before planning, or "" when the step needs none.

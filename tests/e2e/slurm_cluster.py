@@ -39,17 +39,21 @@ def _short_hostname():
 
 class SlurmCluster(TornDownOnSignal):
     def __init__(self, extra_conf=(), keep=False, gres=None, real_memory=None, select_params="CR_Core",
-                 slurmd_env=None):
+                 slurmd_env=None, node_name=None):
         """`gres` {"gpu": 4} gives the node that many GRES (GPUs get stand-in device files);
         `real_memory` (MiB) with select_params="CR_Core_Memory" makes memory a resource;
-        `slurmd_env` adds variables to slurmd's environment only."""
+        `slurmd_env` adds variables to slurmd's environment only; `node_name` gives the node
+        that NodeName instead of the host's name (NodeAddr stays 127.0.0.1, NodeHostname the
+        host's name): a name that resolves nowhere, as on clusters whose NodeNames are in no
+        hosts file."""
         self.extra_conf = list(extra_conf)
         self.slurmd_env = dict(slurmd_env or {})
         self.gres = dict(gres or {})
         self.real_memory = real_memory
         self.select_params = select_params
         self.keep = keep or os.environ.get("GPUDIAG_KEEP_CLUSTER") == "1"
-        self.node = _short_hostname()
+        self.node = node_name or _short_hostname()
+        self.host = _short_hostname()
         self.procs = []
         self.dir = None
 
@@ -186,7 +190,7 @@ class SlurmCluster(TornDownOnSignal):
         cpus = max(16, os.cpu_count() or 1)
         lines = [
             "ClusterName=gpudiagtest",
-            f"SlurmctldHost={self.node}(127.0.0.1)",
+            f"SlurmctldHost={self.host}(127.0.0.1)",
             f"SlurmctldPort={_free_port()}",
             f"SlurmdPort={_free_port()}",
             "AuthType=auth/munge",
@@ -211,7 +215,9 @@ class SlurmCluster(TornDownOnSignal):
             "InactiveLimit=0",
             "KillWait=5",
             *([f"GresTypes={','.join(self.gres)}"] if self.gres else []),
-            f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={cpus}"
+            f"NodeName={self.node} NodeAddr=127.0.0.1"
+            + (f" NodeHostname={self.host}" if self.node != self.host else "")
+            + f" CPUs={cpus}"
             + (f" RealMemory={self.real_memory}" if self.real_memory else "")
             + (" Gres=" + ",".join(f"{n}:{c}" for n, c in self.gres.items()) if self.gres else "")
             + " State=UNKNOWN",

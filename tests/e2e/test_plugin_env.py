@@ -44,7 +44,7 @@ class PluginEnv(PluginClusterTest):
             self.assertEqual(e["WORLD_SIZE"], "4")
             self.assertEqual(e["LOCAL_RANK"], str(i))
             self.assertEqual(e["LOCAL_WORLD_SIZE"], "4")
-            self.assertEqual(e["MASTER_ADDR"], self.cluster.node)
+            self.assertEqual(e["MASTER_ADDR"], "127.0.0.1")  # the node's NodeAddr (issue 22)
             self.assertEqual(e["PET_NNODES"], "1")
             self.assertEqual(e["PET_NODE_RANK"], "0")
             self.assertEqual(e["PET_MASTER_PORT"], str(port))
