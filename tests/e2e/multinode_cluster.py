@@ -51,8 +51,8 @@ def namespaces_usable():
     if r.returncode != 0:
         return f"`ip netns add` fails here: {r.stderr.strip()}"
     try:
-        r = subprocess.run(["nsenter", f"--net=/run/netns/{name}", "--", "unshare", "--uts", "--mount", "--",
-                            "true"], capture_output=True, text=True)
+        r = subprocess.run(["nsenter", f"--net=/run/netns/{name}", "--", "unshare", "--uts", "--mount",
+                            "--propagation", "unchanged", "--", "true"], capture_output=True, text=True)
         if r.returncode != 0:
             return f"nsenter/unshare into a network namespace fails here: {r.stderr.strip()}"
     finally:
@@ -232,7 +232,8 @@ class MultiNodeCluster(SlurmCluster):
         ns = f"/run/netns/gpudiag-{self.tag}-{node}"
         log = open(os.path.join(self.dir, "log", f"holder.{node}.out"), "w")
         try:
-            p = subprocess.Popen(["nsenter", f"--net={ns}", "--", "unshare", "--uts", "--mount", "--", *argv, "--",
+            p = subprocess.Popen(["nsenter", f"--net={ns}", "--", "unshare", "--uts", "--mount", "--propagation",
+                                  "unchanged", "--", *argv, "--",
                                   "sleep", "infinity"], stdout=log, stderr=subprocess.STDOUT,
                                  start_new_session=True)
         finally:

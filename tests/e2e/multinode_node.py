@@ -1,7 +1,7 @@
 """Makes the calling process one node of a multi-node test cluster, then runs a command.
 
-Run inside fresh UTS and mount namespaces (`unshare --uts --mount`, whose mount
-propagation is private, so nothing here reaches the host): sets the hostname, binds a
+Run inside fresh UTS and mount namespaces (`unshare --uts --mount --propagation
+unchanged`; every mount is made private first, so nothing here reaches the host): sets the hostname, binds a
 private /etc/hosts, optionally shows an InfiniBand fixture as /sys/class/infiniband and
 binds files over others (a per-node config), then execs the command. Every process
 that later enters these namespaces (slurmd, its slurmstepd, the tasks) sees the same.
@@ -17,6 +17,27 @@ import sys
 
 def mount(*args):
     subprocess.run(["mount", *args], check=True)
+
+
+def make_mounts_private():
+    # unshare runs with --propagation unchanged, because in a chroot (scripts/test-on)
+    # / is no mount point and making it private fails: then make every mount that is
+    # still shared private one by one, so nothing mounted here reaches another namespace.
+    if subprocess.run(["mount", "--make-rprivate", "/"], capture_output=True).returncode == 0:
+        return
+    for _ in range(2):
+        shared = []
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                optional = fields[6:fields.index("-")]
+                if any(o.startswith("shared:") for o in optional):
+                    shared.append(fields[4].replace("\\040", " "))
+        for path in shared:
+            subprocess.run(["mount", "--make-private", path], capture_output=True)
+        if not shared:
+            return
+    raise SystemExit(f"gpudiag: cannot make these mounts private in the node's namespace: {shared}")
 
 
 def show_ib_fixture(fixture, stage):
@@ -44,6 +65,7 @@ def main():
     ap.add_argument("argv", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+    make_mounts_private()
     socket.sethostname(a.hostname)
     mount("--bind", a.hosts, "/etc/hosts")
     if a.ib:
