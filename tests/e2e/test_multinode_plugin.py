@@ -92,7 +92,7 @@ class MultiNodePlugin(unittest.TestCase):
 
     def test_1_step_whose_first_node_is_not_the_jobs_first(self):
         # -r1: the step starts at the job's second node, so MASTER_ADDR must be n2.
-        r = self.run_clean("salloc", "-N3", "srun", "-r1", "-N2", "-n4", "--ntasks-per-node=2", PYTHON, ALLREDUCE)
+        r = self.run_clean("salloc", "-N3", "--ntasks-per-node=2", "srun", "-r1", "-N2", "-n4", "--ntasks-per-node=2", PYTHON, ALLREDUCE)
         self.assert_allreduce(r, 4, ["n2", "n2", "n3", "n3"], "n2")
 
     # 2 ---------------------------------------------------------------------------------
@@ -151,17 +151,33 @@ class MultiNodePlugin(unittest.TestCase):
         self.assertNotIn(outer_port, (a[0]["MASTER_PORT"], b[0]["MASTER_PORT"]))
 
     # 5 ---------------------------------------------------------------------------------
-    def test_5_preflight_names_the_sick_node_alone(self):
+    def preflight_step(self):
+        """A 3-node --diag=preflight step whose program leaves a mark named for its node."""
         marks = tempfile.mkdtemp(prefix="ran-", dir=self.tmp)
         os.chmod(marks, 0o777)
-        prog = f"import socket; open('{marks}/' + socket.gethostname(), 'w').close()"
+        prog = f"import socket, time; open('{marks}/' + socket.gethostname(), 'w').close(); time.sleep(5)"
         r = self.run_clean("srun", "-N3", "--ntasks-per-node=1", "--diag=preflight", PYTHON, "-c", prog)
+        return r, marks
+
+    def test_5_preflight_names_the_sick_node_alone(self):
+        r, marks = self.preflight_step()
         self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
         errors = [line for line in r.stderr.splitlines() if "gpudiag: preflight on" in line]
         self.assertTrue(errors, r.stderr)
         self.assertTrue(all("gpudiag: preflight on n2: mlx5_1 port 1 is DOWN" in line for line in errors), r.stderr)
         self.assertFalse(os.path.exists(os.path.join(marks, "n2")), "the program ran on the sick node")
-        self.ran_elsewhere = sorted(os.listdir(marks))
+
+    @unittest.expectedFailure
+    def test_5_no_program_starts_on_any_node(self):
+        # Issue 17.5 asks that the program start on no node when one node fails its
+        # preflight. Today each node decides alone in task_init: n1 and n3 pass and exec
+        # the program before srun learns that n2 failed and ends the step (measured: the
+        # marks of n1 and n3 are there). Holding every node until all have passed needs a
+        # cross-node barrier the plugin does not have; this test turns into an unexpected
+        # success (a failure) once it does.
+        r, marks = self.preflight_step()
+        time.sleep(1)
+        self.assertEqual(sorted(os.listdir(marks)), [], "the program ran on these nodes")
 
     def test_5_preflight_passes_on_healthy_nodes(self):
         r = self.run_clean("srun", "-w", "n1,n3", "--ntasks-per-node=1", "--diag=preflight", PYTHON, "-c", "print('ok')")
@@ -199,8 +215,10 @@ class MultiNodePlugin(unittest.TestCase):
         time.sleep(0.5)  # listpids shows the task before it has exec'd python
         out = self.cluster.run([GPUDIAG, "stacks", job], cwd=self.tmp, timeout=120)
         for node in ("n1", "n2", "n3"):
-            self.assertEqual(out.stdout.count(f"gpudiag stacks: job {job} on {node}"), 1, out.stdout[-4000:])
-        self.assertEqual(out.stdout.count("time.sleep(300)"), 3, out.stdout[-4000:])
+            self.assertEqual(len(re.findall(rf"^gpudiag stacks: job {job} \(all steps\) on {node}, ", out.stdout, re.M)),
+                             1, out.stdout[:3000])
+        self.assertEqual(out.stdout.count("cmdline: /usr/bin/python3 -c import time; time.sleep(300)"), 3,
+                         out.stdout[:3000])
 
     # 4 ---------------------------------------------------------------------------------
     def test_4_nccl_ib_hca_auto_per_node(self):
