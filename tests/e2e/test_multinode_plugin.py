@@ -194,7 +194,7 @@ class MultiNodePlugin(unittest.TestCase):
         others blocked waiting for it, hang=20s. (result, seconds, {host: report path})."""
         if MultiNodePlugin._hang is None:
             work = tempfile.mkdtemp(prefix="hang-", dir=self.tmp)
-            os.chmod(work, 0o777)
+            os.chmod(work, 0o755)  # the diag dir's parent: the plugin refuses one others may write
             start = time.monotonic()
             r = self.cluster.run(["srun", "-N3", "--ntasks-per-node=2", "--diag=hang=20s", PYTHON, HANG],
                                  cwd=work, timeout=180, check=False, unset=CLEAN)
@@ -202,6 +202,8 @@ class MultiNodePlugin(unittest.TestCase):
             reports = {os.path.basename(p).split(".")[1]: p
                        for p in glob.glob(os.path.join(work, "gpudiag-*", "hang.*.txt"))}
             MultiNodePlugin._hang = (r, took, reports)
+            print(f"\n  measured: hang step exit {r.returncode} after {took:.1f} s; hang reports from "
+                  f"{sorted(reports) or 'no node'}", file=sys.stderr)
         return MultiNodePlugin._hang
 
     def test_6a_hang_ends_the_whole_step(self):
