@@ -72,12 +72,14 @@ def write_ib_fixture(root, ports):
 
 class MultiNodeCluster(SlurmCluster):
     def __init__(self, nodes=3, extra_conf=(), keep=False, names_resolve=True, ib=None, binds=None,
-                 slurmd_env=None):
+                 slurmd_env=None, return_to_service=2):
         """`nodes` compute nodes; `ib` {node: {hca: "up"|"down"}} shows that fixture as the
         node's /sys/class/infiniband; `binds` {node: [(src, dst)]} binds files over others
         on that node (e.g. its own gpudiag.yaml); names_resolve=False puts the addresses
         in slurm.conf as NodeAddr and leaves the node names out of every /etc/hosts, so
-        a node name resolves nowhere (issue 22)."""
+        a node name resolves nowhere (issue 22). return_to_service=1 keeps a node an
+        admin set DOWN down when its slurmd registers again (2 returns it to service)."""
+        self.return_to_service = return_to_service
         super().__init__(extra_conf=extra_conf, keep=keep, slurmd_env=slurmd_env)
         self.tag = f"{os.getpid() % 100000}{secrets.token_hex(2)}"
         self.login = "login"
@@ -279,7 +281,7 @@ class MultiNodeCluster(SlurmCluster):
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
             "MpiDefault=none",
-            "ReturnToService=2",
+            f"ReturnToService={self.return_to_service}",
             "SlurmdTimeout=30",
             "SlurmdParameters=config_overrides",
             "InactiveLimit=0",

@@ -34,7 +34,10 @@ class EpilogAcrossNodes(unittest.TestCase):
         cls.syslog = SyslogSocket(os.path.join(cls.tmp, "log.sock"))
         cls.epilog = os.path.join(cls.tmp, "epilog")
         binds = {n: [(sick, cls.fixture_name)] for n in ("n2", "n3", "n4")}
-        cls.cluster = MultiNodeCluster(nodes=4, extra_conf=[f"Epilog={cls.epilog}"], binds=binds)
+        # ReturnToService=1, as most sites run: with 2, Slurm itself returns a node an
+        # admin set DOWN to service as soon as its slurmd registers again.
+        cls.cluster = MultiNodeCluster(nodes=4, extra_conf=[f"Epilog={cls.epilog}"], binds=binds,
+                                       return_to_service=1)
         try:
             cls.cluster.__enter__()
         except BaseException:
@@ -64,7 +67,7 @@ class EpilogAcrossNodes(unittest.TestCase):
 
     def test_8_only_the_sick_node_is_drained(self):
         c = self.cluster
-        r = c.run(["sbatch", "--parsable", "-N4", "-o", "/dev/null", "--wrap", "srun -N4 sleep 30"], cwd=self.tmp)
+        r = c.run(["sbatch", "--parsable", "--no-requeue", "-N4", "-o", "/dev/null", "--wrap", "srun -N4 sleep 30"], cwd=self.tmp)
         job = r.stdout.strip().split(";")[0]
         c.wait_for(lambda: c.run(["squeue", "-h", "-j", job, "-o", "%T"]).stdout.strip() == "RUNNING",
                    f"job {job} to run", timeout=60)
