@@ -158,8 +158,10 @@ class MultiNodeCluster(SlurmCluster):
     # -- helpers for tests -----------------------------------------------------------
     def enter(self, node, argv, cwd=None):
         """argv run on `node` (its network, hostname and mounts)."""
-        wd = ["-W", cwd] if cwd else []
-        return ["nsenter", "-t", str(self.holders[node].pid), "-n", "-u", "-m", *wd, "--", *argv]
+        wd = [f"--wd={cwd}"] if cwd else []
+        # --root: the holder's root, which differs from the mount namespace's own in a
+        # chroot (scripts/test-on); entering a mount namespace resets it otherwise.
+        return ["nsenter", "-t", str(self.holders[node].pid), "-n", "-u", "-m", "--root", *wd, "--", *argv]
 
     def run(self, argv, check=True, timeout=120, env=None, text=True, unset=(), cwd=None, on=None, **kw):
         """Runs a command on the login node (or on node `on`) and returns CompletedProcess."""
@@ -195,26 +197,31 @@ class MultiNodeCluster(SlurmCluster):
         return "\n".join(out)
 
     # -- internals -------------------------------------------------------------------
-    def _ip(self, *args):
-        subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+    def _ip(self, *args, ns=None):
+        # In a namespace through nsenter, not `ip -n`: that one remounts /sys as `ip netns
+        # exec` does, which fails in scripts/test-on's chroot.
+        argv = (["nsenter", f"--net=/run/netns/{ns}", "--"] if ns else []) + ["ip", *args]
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"gpudiag: {' '.join(argv)} failed: {r.stderr.strip()}")
 
     def _start_network(self):
         bridge_ns = f"gpudiag-{self.tag}-br"
         self._ip("netns", "add", bridge_ns)
         self.netns.append(bridge_ns)
-        self._ip("-n", bridge_ns, "link", "add", "br0", "type", "bridge")
-        self._ip("-n", bridge_ns, "link", "set", "br0", "up")
+        self._ip("link", "add", "br0", "type", "bridge", ns=bridge_ns)
+        self._ip("link", "set", "br0", "up", ns=bridge_ns)
         for i, node in enumerate([self.login] + self.nodes):
             ns = f"gpudiag-{self.tag}-{node}"
             self._ip("netns", "add", ns)
             self.netns.append(ns)
             # Made inside the bridge's namespace, its peer straight into the node's: no
             # interface ever appears in the host's namespace.
-            self._ip("-n", bridge_ns, "link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0", "netns", ns)
-            self._ip("-n", bridge_ns, "link", "set", f"v{i}", "master", "br0", "up")
-            self._ip("-n", ns, "addr", "add", f"{self.addr[node]}/24", "dev", "eth0")
-            self._ip("-n", ns, "link", "set", "eth0", "up")
-            self._ip("-n", ns, "link", "set", "lo", "up")
+            self._ip("link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0", "netns", ns, ns=bridge_ns)
+            self._ip("link", "set", f"v{i}", "master", "br0", "up", ns=bridge_ns)
+            self._ip("addr", "add", f"{self.addr[node]}/24", "dev", "eth0", ns=ns)
+            self._ip("link", "set", "eth0", "up", ns=ns)
+            self._ip("link", "set", "lo", "up", ns=ns)
 
     def _start_holder(self, node):
         d = os.path.join(self.dir, "nodes", node)
