@@ -3,7 +3,7 @@
 multi-node test cluster (tests/e2e/multinode_cluster.py: 3 slurmd nodes and a login
 node, each in its own namespaces, talking over a bridge).
 
-Usage: bench/multinode_launch.py [--build build] [--launches 20] [--lines 200000] [--runs 3]
+Usage: bench/multinode_launch.py [--build build] [--launches 20] [--lines 200000] [--runs 3] [--ntasks 12]
 
 Launch: wall time of `srun -N3 -n12 true` run on the login node, plugin and none
 interleaved launch by launch (the plugstack file is rewritten between launches; srun and
@@ -33,6 +33,7 @@ def main():
     ap.add_argument("--launches", type=int, default=20)
     ap.add_argument("--lines", type=int, default=200000, help="lines per task (6 tasks on 3 nodes)")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--ntasks", type=int, default=12, help="tasks of the launched step (on 3 nodes)")
     a = ap.parse_args()
     plugin = os.path.abspath(os.path.join(a.build, "spank", "gpudiag.so"))
     if not os.path.exists(plugin):
@@ -56,11 +57,11 @@ def main():
             for _ in range(2):  # warm-up: first launches load plugins and page in binaries
                 for m in stacks:
                     use(m)
-                    timed(c, on_login(["srun", "-N3", "-n12", "true"]))
+                    timed(c, on_login(["srun", "-N3", f"-n{a.ntasks}", "true"]))
             for _ in range(a.launches):
                 for m in stacks:
                     use(m)
-                    launch[m].append(timed(c, on_login(["srun", "-N3", "-n12", "true"]))[0])
+                    launch[m].append(timed(c, on_login(["srun", "-N3", f"-n{a.ntasks}", "true"]))[:2])
             for _ in range(a.runs):
                 for m in stacks:
                     use(m)
@@ -68,12 +69,16 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+    cp, cn = (statistics.median(c for _, c in launch[m]) for m in ("plugin", "none"))
+    launch = {m: [w for w, _ in rows] for m, rows in launch.items()}
     lp, ln = statistics.median(launch["plugin"]), statistics.median(launch["none"])
-    print(f"step launch (srun -N3 -n12 true from the login node), median of {a.launches} interleaved:")
+    print(f"step launch (srun -N3 -n{a.ntasks} true from the login node), median of {a.launches} interleaved:")
     print(f"  plugin {lp * 1000:.0f} ms, none {ln * 1000:.0f} ms, overhead {100 * (lp / ln - 1):+.1f} % "
           f"({(lp - ln) * 1000:+.0f} ms)")
     print(f"  plugin min/max {min(launch['plugin']) * 1000:.0f}/{max(launch['plugin']) * 1000:.0f} ms, "
           f"none min/max {min(launch['none']) * 1000:.0f}/{max(launch['none']) * 1000:.0f} ms")
+    print(f"  CPU per launch (whole machine, median): plugin {cp * 1000:.0f} ms, none {cn * 1000:.0f} ms "
+          f"({(cp - cn) * 1000 / a.ntasks:+.1f} ms per task)")
     lines = 6 * a.lines
     print(f"relay across nodes (srun -N3 -n6, {a.lines} lines per task), median of {a.runs} interleaved runs:")
     med = {}
