@@ -18,6 +18,7 @@
 #include "nodeinfo/proc_tree.h"
 #include "nodeinfo/this_host.h"
 #include "spank/stack_report.h"
+#include "stacks/job_nodes.h"
 #include "stacks/job_owner.h"
 #include "stacks/step_processes.h"
 
@@ -120,9 +121,15 @@ int main(int argc, char** argv) {
     }
   }
   drop_slurm_inputs();
+  auto nodes = gpudiag::job_node_count(id->job, kSlurmTimeout);
+  if (!nodes) {
+    std::cerr << nodes.error() << "\n";
+    return 3;
+  }
   // One task per node of the job, overlapping the job's steps and asking for none of
   // its GPUs or memory: a training job holds all of both. No shell anywhere.
-  std::vector<std::string> args = {"srun", "--overlap", "--jobid=" + id->job, "--ntasks-per-node=1",
+  std::vector<std::string> args = {"srun", "--overlap", "--jobid=" + id->job, "--nodes=" + std::to_string(*nodes),
+                                   "--ntasks-per-node=1",
                                    "--gres=none", "--mem=0", "--chdir=/", "--quiet", self, "stacks", "--local",
                                    "--tool-timeout=" + std::to_string(static_cast<int>(timeout)), job};
   std::vector<char*> cargs;
