@@ -101,14 +101,16 @@ void write_ib(std::string& o, const Baseline& b, const BaselineFacts& f) {
 }
 
 void write_pcie(std::string& o, const PcieFloors& p) {
-  // helper A's pcie check reads these; the lowest trained link of each kind.
+  // The pcie check reads these; the lowest link of each kind.
   o += "\npcie:\n  policy: critical\n";
   auto width = [&](const char* key, const std::optional<int>& v, const char* what) {
     if (v) o += fmt::format("  {}: {}  # the lowest current link width of the node's {}\n", key, *v, what);
     else o += fmt::format("  # {}: no {} link width read here\n", key, what);
   };
   auto speed = [&](const char* key, const std::optional<double>& v, const char* what) {
-    if (v) o += fmt::format("  {}: {}  # GT/s, the lowest current link speed of the node's {}\n", key, num(*v), what);
+    if (v)
+      o += fmt::format("  {}: {}  # GT/s, the lowest {} link speed of the node's {}\n", key, num(*v),
+                       std::string(what) == "GPUs" ? "trainable (max)" : "current", what);
     else o += fmt::format("  # {}: no {} link speed read here\n", key, what);
   };
   width("gpu_width", p.gpu_width, "GPUs");
