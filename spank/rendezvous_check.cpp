@@ -1,5 +1,6 @@
 #include "spank/rendezvous_check.h"
 
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -83,8 +84,25 @@ void resolve(AddrLookup lookup, const std::string& host, Lookup& out) {
   out.cv.notify_all();
 }
 
-// A UDP connect() sends nothing: it only asks the kernel for a route.
-std::string route_error(const std::vector<std::string>& addresses, int port) {
+// The interface that holds `local` (a numeric address), or "".
+std::string interface_holding(const std::string& local) {
+  struct ifaddrs* list = nullptr;
+  if (local.empty() || ::getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (struct ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
+    const socklen_t len = i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    char host[NI_MAXHOST];
+    if (::getnameinfo(i->ifa_addr, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) == 0 && local == host)
+      name = i->ifa_name;
+  }
+  ::freeifaddrs(list);
+  return name;
+}
+
+// A UDP connect() sends nothing: it only asks the kernel for a route. The local address
+// it picks tells which interface reaches the target (`local_interface`).
+std::string route_error(const std::vector<std::string>& addresses, int port, std::string& local_interface) {
   std::string last;
   for (const auto& a : addresses) {
     struct addrinfo hints {};
@@ -95,6 +113,14 @@ std::string route_error(const std::vector<std::string>& addresses, int port) {
     int fd = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     int rc = fd < 0 ? -1 : ::connect(fd, res->ai_addr, res->ai_addrlen);
     int err = errno;
+    if (rc == 0) {
+      struct sockaddr_storage ss {};
+      socklen_t len = sizeof ss;
+      char host[NI_MAXHOST];
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0 &&
+          ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) == 0)
+        local_interface = interface_holding(host);
+    }
     if (fd >= 0) ::close(fd);
     ::freeaddrinfo(res);
     if (rc == 0) return "";
@@ -225,7 +251,7 @@ RendezvousFacts gather_rendezvous(const RendezvousTarget& target, double deadlin
     f.resolve_error = "no address";
     return f;
   }
-  f.route_error = route_error(f.addresses, target.port);
+  f.route_error = route_error(f.addresses, target.port, f.local_interface);
   if (f.route_error.empty() && target.bind_here) f.bind_error = bind_error(target.port);
   return f;
 }

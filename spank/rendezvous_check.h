@@ -34,6 +34,7 @@ struct RendezvousFacts {
   std::string resolve_error;     // gai_strerror; "" when it resolved
   std::vector<std::string> addresses;  // numeric, as resolved
   std::string route_error;       // "" when some address has a route
+  std::string local_interface;   // the interface that reaches it ("" when unknown)
   std::string bind_error;        // "" when the port could be bound (or was not tried)
 };
 

@@ -129,6 +129,13 @@ StepPlan plan_step(const StepInputs& in) {
   const PortRange range{p.master_port_first, p.master_port_last};
   if (p.torch_env && !t.master_addr.empty()) append(plan.env, torch_env(t, range));
   if (p.torchrun_env && !t.master_addr.empty()) append(plan.env, torchrun_env(t, range));
+  // Gloo advertises the address its host name resolves to, and falls back to loopback
+  // where the name resolves nowhere, so ranks on other nodes never connect (measured on
+  // the namespace cluster). The interface that reaches MASTER_ADDR is the one to use.
+  if ((p.torch_env || p.torchrun_env) && !t.master_addr.empty())
+    for (const auto& f : in.rendezvous)
+      if (f.target.var == "MASTER_ADDR" && !f.local_interface.empty())
+        plan.env.emplace_back("GLOO_SOCKET_IFNAME", f.local_interface);
   append(plan.env, in.nccl_env);
 
   const bool hang_on = hang_seconds(d, p) > 0;

@@ -320,16 +320,13 @@ class NodeNamesResolveNowhere(unittest.TestCase):
         lines = [untag(line) for line in r.stdout.splitlines()]
         self.assertEqual(lines, ["resolves 10.77.0.11"] * 2, r.stdout)
 
-    @unittest.expectedFailure
     def test_gloo_allreduce_with_no_user_env(self):
-        # Known gap (issue 22): MASTER_ADDR is n1's NodeAddr and resolves on every rank
-        # (the test above), but the all_reduce still hangs here. Gloo picks the address it
-        # advertises to its peers from the host name, and where that resolves nowhere it
-        # falls back to loopback (torch's createDefaultDevice), so ranks on different nodes
-        # cannot connect. The fix is to set GLOO_SOCKET_IFNAME to the interface that routes
-        # to MASTER_ADDR; not done yet. Turns into an unexpected success once it is.
+        # MASTER_ADDR alone was not enough: gloo advertises the address its host name
+        # resolves to and falls back to loopback where it resolves nowhere (torch's
+        # createDefaultDevice), so ranks on different nodes never connected and the step
+        # hung. The plugin sets GLOO_SOCKET_IFNAME to the interface that reaches MASTER_ADDR.
         r = self.cluster.run(["srun", "-N2", "-n4", "--ntasks-per-node=2", PYTHON, ALLREDUCE], cwd=self.tmp,
-                             timeout=45, check=False, unset=CLEAN)
+                             timeout=90, check=False, unset=CLEAN)
         self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
         rows = results(r.stdout)
         self.assertEqual(sorted(rows), [0, 1, 2, 3], r.stdout)

@@ -411,3 +411,24 @@ TEST(VisibleGpus, OneCountForThePlanAndThePreflight) {
   EXPECT_EQ(count_visible_gpus(std::string("0,1,")), 2);
   EXPECT_EQ(count_visible_gpus(std::string(",0,,1")), 2);
 }
+
+namespace {
+
+// Gloo binds to the address its host name resolves to, and to loopback where it resolves
+// nowhere: the plan names the interface that reached MASTER_ADDR in the rendezvous check.
+TEST(StepPlan, GlooUsesTheInterfaceThatReachesMasterAddr) {
+  StepInputs in = step_inputs();
+  EXPECT_FALSE(env_of(plan_step(in).env, "GLOO_SOCKET_IFNAME"));  // nothing checked: nothing set
+  RendezvousFacts f;
+  f.target.var = "MASTER_ADDR";
+  f.target.host = "node0";
+  f.addresses = {"10.0.0.1"};
+  f.local_interface = "eth1";
+  in.rendezvous = {f};
+  EXPECT_EQ(env_of(plan_step(in).env, "GLOO_SOCKET_IFNAME"), "eth1");
+  in.cfg.plugin.torch_env = false;
+  in.cfg.plugin.torchrun_env = false;
+  EXPECT_FALSE(env_of(plan_step(in).env, "GLOO_SOCKET_IFNAME"));
+}
+
+}  // namespace
