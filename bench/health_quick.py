@@ -88,6 +88,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--compare-config", metavar="FILE",
+                    help="the config for --compare (its own release's etc/gpudiag.yaml, when this one's has keys "
+                         "it does not know)")
     ap.add_argument("--compare", metavar="BIN",
                     help="another gpudiag-health (an older build) whose --quick runs interleaved with this one's")
     args = ap.parse_args()
@@ -112,9 +115,10 @@ def main():
         if args.compare:
             # An older build rejects checks it does not know in health.checks, which
             # --quick ignores anyway.
-            old_config = os.path.join(tmp, "compare.yaml")
-            with open(config) as src, open(old_config, "w") as dst:
-                dst.writelines(line for line in src if not line.lstrip().startswith("checks:"))
+            old_config = args.compare_config or os.path.join(tmp, "compare.yaml")
+            if not args.compare_config:
+                with open(config) as src, open(old_config, "w") as dst:
+                    dst.writelines(line for line in src if not line.lstrip().startswith("checks:"))
             contenders["--compare: gpudiag-health --quick"] = [args.compare, "--quick", "--config", old_config,
                                                               "--fs-root", fixture]
         # Both shells must agree with the binary that the fixture is healthy.
