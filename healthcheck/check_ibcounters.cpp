@@ -99,7 +99,9 @@ IbCounterOutcome evaluate_ibcounters(const IbCounterFacts& f, const nlohmann::js
                            {{"hca", p.hca}, {"port", std::to_string(p.port)}, {"counter", name}},
                            static_cast<double>(v)});
       // Only the judged counters are kept: data counters change all the time.
-      if (std::any_of(cfg.max_growth.begin(), cfg.max_growth.end(), [&](const auto& e) { return e.first == name; }))
+      // A named copy: lambdas may not capture structured bindings before C++20 (clang).
+      const std::string& counter = name;
+      if (std::any_of(cfg.max_growth.begin(), cfg.max_growth.end(), [&](const auto& e) { return e.first == counter; }))
         now[name] = v;
     }
     for (const auto& [name, v] : p.hw_values)
