@@ -1,4 +1,5 @@
 #include "healthcheck/check_gpu.h"
+#include "healthcheck/inventory_cache.h"
 
 #include <fmt/format.h>
 
@@ -134,7 +135,7 @@ static int count_gpus(const PciInventory& pci) {
 }
 
 CheckResult run_gpu_check(const CheckContext& ctx) {
-  PciInventory pci = discover_pci(ctx.fs);
+  const PciInventory& pci = pci_inventory(ctx);
   CheckResult out = evaluate_gpu(pci, ctx.cfg.gpu);
   const int pci_gpus = count_gpus(pci);
   // Under --fs-root the PCI view is a fixture and the driver is this machine's: they
@@ -155,7 +156,7 @@ CheckResult run_gpu_check(const CheckContext& ctx) {
   } else if (fixture && ctx.cfg.gpu.probe.empty()) {
     out.add({"driver", Status::ok, "driver not queried: --fs-root is a copy of /sys, and the driver cannot be redirected", ""});
   }
-  if (ctx.want_topology && pci.error.empty()) add_locality(out, pci, discover_ib(ctx.fs), load_pci_locality(ctx.fs.root()));
+  if (ctx.want_topology && pci.error.empty()) add_locality(out, pci, ib_inventory(ctx), load_pci_locality(ctx.fs.root()));
   return out;
 }
 

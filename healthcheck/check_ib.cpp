@@ -1,4 +1,5 @@
 #include "healthcheck/check_ib.h"
+#include "healthcheck/inventory_cache.h"
 
 #include <fmt/format.h>
 
@@ -201,7 +202,7 @@ void add_ib_metrics(CheckResult& out, const IbInventory& inv, const IbExpect& ex
 }  // namespace
 
 CheckResult run_ib_check(const CheckContext& ctx) {
-  IbInventory inv = discover_ib(ctx.fs);
+  const IbInventory& inv = ib_inventory(ctx);
   std::optional<std::vector<std::string>> verbs;
   if (ctx.fs.is_host_root() && !inv.hcas.empty()) verbs = verbs_device_names();
   CheckResult out = evaluate_ib(inv, ctx.cfg.ib, verbs);

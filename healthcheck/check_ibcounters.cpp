@@ -1,4 +1,5 @@
 #include "healthcheck/check_ibcounters.h"
+#include "healthcheck/inventory_cache.h"
 
 #include <fmt/format.h>
 
@@ -153,7 +154,7 @@ std::vector<std::pair<std::string, unsigned long long>> read_counters(const Root
 
 IbCounterFacts read_ibcounter_facts(const CheckContext& ctx) {
   IbCounterFacts f;
-  IbInventory inv = discover_ib(ctx.fs);
+  const IbInventory& inv = ib_inventory(ctx);
   f.class_present = inv.class_present;
   if (ctx.state) f.state_note = ctx.state->note();
   for (const auto& hca : inv.hcas) {

@@ -1,6 +1,6 @@
 #pragma once
 // The PCI devices and RDMA devices of a node, read once per run and shared by the checks
-// that walk them (acs, pcie, gdr): each walk is some hundred sysfs reads.
+// that walk them (ib, ibcounters, acs, gpu, pcie, gdr): each walk is some hundred sysfs reads.
 #include <optional>
 
 #include "nodeinfo/ib_discovery.h"
