@@ -83,7 +83,8 @@ TEST_F(Baseline, HealthyBaselinePassesOnItsNodeAndEachSickVariantFails) {
     auto ok = quick("healthy", cfg);
     EXPECT_EQ(ok.exit_code, 0) << b.out << ok.out << ok.err;
     for (const std::string variant :
-         {"port-down", "rate-200", "ethernet", "iommu-translated", "gpu-missing", "acs-redirect", "sick"}) {
+         {"port-down", "rate-200", "ethernet", "iommu-translated", "gpu-missing", "acs-redirect", "sick",
+          "pcie-gpu-x8", "pcie-nic-gen3", "no-peermem", "xid-79"}) {
       auto r = quick(variant, cfg);
       EXPECT_NE(r.exit_code, 0) << variant << " with " << (config.empty() ? "no config" : config) << "\n" << r.out;
       EXPECT_NE(r.exit_code, 3) << variant << ": the baseline must load\n" << r.out << r.err;
