@@ -6,8 +6,8 @@
 #include <cctype>
 #include <map>
 
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/name_patterns.h"
+#include "util/control_bytes.h"
+#include "util/name_patterns.h"
 
 namespace gpudiag {
 namespace {

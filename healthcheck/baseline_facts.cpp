@@ -8,7 +8,7 @@
 #include "nodeinfo/pci_devices.h"
 #include "nodeinfo/pcie_links.h"
 #include "nodeinfo/sysfs_text.h"
-#include "nodeinfo/this_host.h"
+#include "util/this_host.h"
 
 namespace gpudiag {
 namespace {

@@ -6,7 +6,7 @@
 #include "healthcheck/cuda_nvml_join.h"
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/probe_fields.h"
-#include "nodeinfo/bus_bandwidth.h"
+#include "util/bus_bandwidth.h"
 
 namespace gpudiag {
 

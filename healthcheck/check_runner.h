@@ -9,7 +9,7 @@
 
 #include "healthcheck/check_context.h"
 #include "healthcheck/report.h"
-#include "nodeinfo/check_names.h"
+#include "config/check_names.h"
 
 namespace gpudiag {
 

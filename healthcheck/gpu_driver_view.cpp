@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "healthcheck/probe_fields.h"
-#include "nodeinfo/name_patterns.h"
+#include "util/name_patterns.h"
 
 namespace gpudiag {
 namespace {

@@ -1,8 +1,8 @@
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/probe_fields.h"
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/text_lists.h"
-#include "nodeinfo/this_host.h"
+#include "util/control_bytes.h"
+#include "util/text_lists.h"
+#include "util/this_host.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

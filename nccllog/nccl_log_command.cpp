@@ -7,11 +7,11 @@
 
 #include "nccllog/nccl_log_reader.h"
 #include "nccllog/nccl_log_report.h"
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/duration.h"
+#include "util/control_bytes.h"
+#include "util/duration.h"
 #include "nodeinfo/ib_discovery.h"
-#include "nodeinfo/text_lists.h"
-#include "nodeinfo/this_host.h"
+#include "util/text_lists.h"
+#include "util/this_host.h"
 
 namespace gpudiag {
 

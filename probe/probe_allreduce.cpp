@@ -4,7 +4,7 @@
 #include <cstring>
 #include <memory>
 
-#include "nodeinfo/bus_bandwidth.h"
+#include "util/bus_bandwidth.h"
 #include "probe/cuda_session.h"
 #include "probe/gpu_join.h"
 #include "probe/nccl_api.h"

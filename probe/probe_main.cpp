@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "nodeinfo/duration.h"
+#include "util/duration.h"
 #include "probe/cuda_api.h"
 #include "probe/probe_allreduce.h"
 #include "probe/probe_devices.h"

@@ -3,8 +3,8 @@
 #include <array>
 #include <cctype>
 
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/duration.h"
+#include "util/control_bytes.h"
+#include "util/duration.h"
 
 namespace gpudiag {
 namespace {

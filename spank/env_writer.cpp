@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "nodeinfo/control_bytes.h"
+#include "util/control_bytes.h"
 
 namespace gpudiag {
 

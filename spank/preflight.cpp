@@ -7,11 +7,11 @@
 #include <cstring>
 #include <sstream>
 
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/name_patterns.h"
+#include "util/control_bytes.h"
+#include "util/name_patterns.h"
 #include "nodeinfo/pci_devices.h"
 #include "nodeinfo/rooted_fs.h"
-#include "nodeinfo/text_lists.h"
+#include "util/text_lists.h"
 #include "spank/visible_gpus.h"
 
 namespace gpudiag {

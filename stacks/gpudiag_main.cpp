@@ -16,7 +16,7 @@
 
 #include "nccllog/nccl_log_command.h"
 #include "nodeinfo/proc_tree.h"
-#include "nodeinfo/this_host.h"
+#include "util/this_host.h"
 #include "spank/stack_report.h"
 #include "stacks/job_nodes.h"
 #include "stacks/job_owner.h"

@@ -10,7 +10,7 @@
 #include "healthcheck/gpu_driver_view.h"
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/p2p_matrix.h"
-#include "nodeinfo/bus_bandwidth.h"
+#include "util/bus_bandwidth.h"
 
 using namespace gpudiag;
 using nlohmann::json;

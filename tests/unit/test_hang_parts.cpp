@@ -12,7 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "nodeinfo/duration.h"
+#include "util/duration.h"
 #include "nodeinfo/proc_tree.h"
 #include "spank/hang_watchdog.h"
 #include "spank/stack_report.h"

@@ -4,8 +4,8 @@
 
 #include <unistd.h>
 
-#include "nodeinfo/text_lists.h"
-#include "nodeinfo/this_host.h"
+#include "util/text_lists.h"
+#include "util/this_host.h"
 
 using namespace gpudiag;
 

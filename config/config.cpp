@@ -1,8 +1,8 @@
-#include "nodeinfo/config.h"
+#include "config/config.h"
 
-#include "nodeinfo/check_names.h"
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/duration.h"
+#include "config/check_names.h"
+#include "util/control_bytes.h"
+#include "util/duration.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "nodeinfo/this_host.h"
+#include "util/this_host.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "nodeinfo/duration.h"
+#include "util/duration.h"
 
 #include <charconv>
 #include <cmath>
