@@ -1,4 +1,4 @@
-#include "nccllog/nccl_log_command.h"
+#include "cli/nccl_log_command.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "spank/stack_report.h"
+#include "stacks/stack_report.h"
 
 #include <dirent.h>
 #include <fcntl.h>
