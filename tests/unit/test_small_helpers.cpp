@@ -43,3 +43,10 @@ TEST(SmallHelpers, SelfExeIsThisTestBinary) {
   EXPECT_NE(self_exe_path().find("gpudiag_unit_tests"), std::string::npos) << self_exe_path();
   EXPECT_EQ(self_exe_dir() + "/gpudiag_unit_tests", self_exe_path());
 }
+
+TEST(SmallHelpers, HostnameIsTheKernelsName) {
+  char buf[256] = {};
+  ASSERT_EQ(::gethostname(buf, sizeof buf - 1), 0);
+  EXPECT_EQ(hostname(), buf);
+  EXPECT_EQ(short_hostname(), short_name(hostname()));
+}
