@@ -4,7 +4,7 @@
 
 #include "healthcheck/check_iommu.h"
 #include "healthcheck/gpu_probe.h"
-#include "healthcheck/probe_fields.h"
+#include "probe/probe_json.h"
 #include "nodeinfo/pci_devices.h"
 #include "nodeinfo/pcie_links.h"
 #include "nodeinfo/sysfs_text.h"

@@ -5,7 +5,7 @@
 #include "healthcheck/cuda_nvml_join.h"
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/p2p_matrix.h"
-#include "healthcheck/probe_fields.h"
+#include "probe/probe_json.h"
 
 namespace gpudiag {
 namespace {
@@ -36,12 +36,11 @@ std::string hint_for(int status) {
 }
 
 void add_bandwidth(CheckResult& out, const nlohmann::json& bw, const P2pSettings& s, std::size_t n) {
-  if (bw.contains("error")) {
-    const auto& e = bw["error"];
-    bool gpu = probe_field<std::string>(e, "kind") == "gpu";
+  if (auto e = read_probe_error(bw)) {
+    bool gpu = e->kind == probe_json::kKindGpu;
     out.add({"bandwidth", gpu ? Status::critical : Status::unknown,
-             "P2P bandwidth not measured: " + probe_field<std::string>(e, "message").value_or("?"),
-             probe_field<std::string>(e, "hint").value_or("")});
+             "P2P bandwidth not measured: " + (e->message.empty() ? "?" : e->message),
+             e->hint});
     return;
   }
   if (!bw.contains("gbps") || !bw["gbps"].is_array() || bw["gbps"].size() != n) {
@@ -71,7 +70,7 @@ void add_bandwidth(CheckResult& out, const nlohmann::json& bw, const P2pSettings
 CheckResult evaluate_p2p(const nlohmann::json& data, const P2pSettings& s) {
   CheckResult out;
   out.name = "p2p";
-  if (auto na = probe_field<std::string>(data, "not_applicable")) {
+  if (auto na = probe_field<std::string>(data, probe_json::kNotApplicable)) {
     out.add({"p2p", Status::ok, "P2P does not apply: " + *na, ""});
     out.summary = "not applicable: " + *na;
     return out;

@@ -2,6 +2,7 @@
 
 #include "probe/nvml_session.h"
 #include "probe/probe_copy.h"
+#include "probe/probe_json.h"
 
 namespace gpudiag::probe {
 namespace {
@@ -107,9 +108,7 @@ nlohmann::json describe_gpu(const Nvml& nv, unsigned index, const NvmlGpu& gpu) 
 }  // namespace
 
 nlohmann::json probe_error(const std::string& kind, const std::string& message, const std::string& hint) {
-  nlohmann::json e = {{"kind", kind}, {"message", message}};
-  if (!hint.empty()) e["hint"] = hint;
-  return {{"error", e}};
+  return probe_error_json(kind, message, hint);
 }
 
 nlohmann::json probe_devices(const ProbeOptions& opts) {
@@ -137,7 +136,7 @@ nlohmann::json probe_p2p(const ProbeOptions& opts) {
     out["gpus"] = gpus;
     if (std::string mig = mig_gpus(s.gpus()); !mig.empty()) {
       // MIG instances cannot do P2P: the question does not apply.
-      out["not_applicable"] = "MIG mode is on (" + mig + ")";
+      out[probe_json::kNotApplicable] = "MIG mode is on (" + mig + ")";
       return out;
     }
     // Rows and columns in NVML order, which is PCI order, as nvidia-smi prints them.

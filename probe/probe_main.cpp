@@ -20,6 +20,7 @@
 #include "probe/cuda_api.h"
 #include "probe/probe_allreduce.h"
 #include "probe/probe_devices.h"
+#include "probe/probe_json.h"
 
 namespace {
 
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
   } catch (const gpudiag::probe::GpuCallError& e) {
     out = gpudiag::probe::probe_error("gpu", e.message);
   }
-  out["probe"] = devices->parsed() ? "devices" : p2p->parsed() ? "p2p" : "allreduce";
+  out[gpudiag::probe_json::kSection] = devices->parsed() ? "devices" : p2p->parsed() ? "p2p" : "allreduce";
   std::string text = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_all(json_fd, text);
   // Libraries' stdio (NCCL_DEBUG_FILE too) is flushed: that is memory, not the driver.
