@@ -7,18 +7,9 @@
 #include "healthcheck/gpu_probe.h"
 #include "probe/probe_json.h"
 #include "util/bus_bandwidth.h"
+#include "util/duration.h"
 
 namespace gpudiag {
-
-std::string size_text(unsigned long long bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) {
-    bytes /= 1024;
-    ++u;
-  }
-  return fmt::format("{} {}", bytes, units[u]);
-}
 
 CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s, const GpuExpect& expect) {
   CheckResult out;

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "util/duration.h"
+#include "util/text_lists.h"
 #include "probe/cuda_api.h"
 #include "probe/probe_allreduce.h"
 #include "probe/probe_devices.h"
@@ -28,16 +29,12 @@ constexpr int kUsage = 64;
 
 std::vector<unsigned long long> parse_sizes(const std::string& list) {
   std::vector<unsigned long long> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    std::size_t comma = list.find(',', start);
-    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& item : gpudiag::split_list(list)) {
     auto v = gpudiag::parse_size(item);
     if (!v || *v < 4 || *v > (64ull << 30)) throw CLI::ValidationError("--sizes", "'" + item + "' is not a size from 4 to 64G");
     out.push_back(*v / 4 * 4);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
+  if (out.empty()) throw CLI::ValidationError("--sizes", "'" + list + "' names no size");
   return out;
 }
 

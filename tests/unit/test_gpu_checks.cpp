@@ -313,12 +313,6 @@ TEST(DriverView, WrongTypesDoNotThrow) {
   EXPECT_EQ(r2.status, Status::unknown);
 }
 
-TEST(SizeText, UsesBinaryUnits) {
-  EXPECT_EQ(size_text(1ull << 30), "1 GiB");
-  EXPECT_EQ(size_text(8ull << 20), "8 MiB");
-  EXPECT_EQ(size_text(1536), "1536 B");
-}
-
 // Found by fuzz_probe_json: a field of the wrong type ("correct": {...}) threw out of
 // evaluate_nccl, which the runner turned into "this is a gpudiag bug". A probe answer
 // with wrong types is a bad probe answer, not an internal error.

@@ -75,6 +75,6 @@ TEST(ProbeJson, MalformedAllreduceHasNoRun) {
   EXPECT_FALSE(a.model);
   ASSERT_TRUE(a.first_run);
   EXPECT_FALSE(a.first_run->correct);
-  EXPECT_EQ(read_allreduce_answer(json::parse(R"({"not_applicable": "MIG mode is on (GPU 0)"})")).not_applicable,
+  EXPECT_EQ(read_allreduce_answer(json::parse(R"j({"not_applicable": "MIG mode is on (GPU 0)"})j")).not_applicable,
             "MIG mode is on (GPU 0)");
 }
