@@ -142,7 +142,8 @@ nlohmann::json probe_p2p(const ProbeOptions& opts) {
     // Rows and columns in NVML order, which is PCI order, as nvidia-smi prints them.
     // -1: the query failed (shown as U, unknown), with the reason in "query_errors".
     nlohmann::json query_errors = nlohmann::json::array();
-    const std::pair<const char*, int> kinds[] = {{"read", 0}, {"write", 1}, {"nvlink", 2}};
+    const std::pair<const char*, int> kinds[] = {
+        {probe_json::kP2pRead, 0}, {probe_json::kP2pWrite, 1}, {probe_json::kP2pNvlink, 2}};
     for (const auto& [name, index] : kinds) {
       nlohmann::json m = nlohmann::json::array();
       for (unsigned i = 0; i < n; ++i) {
@@ -167,10 +168,10 @@ nlohmann::json probe_p2p(const ProbeOptions& opts) {
       }
       out[name] = m;
     }
-    if (!query_errors.empty()) out["query_errors"] = query_errors;
+    if (!query_errors.empty()) out[probe_json::kQueryErrors] = query_errors;
     inventory = s.gpus();
   }
-  if (opts.bandwidth) out["bandwidth"] = probe_peer_bandwidth(opts, inventory);
+  if (opts.bandwidth) out[probe_json::kBandwidth] = probe_peer_bandwidth(opts, inventory);
   return out;
 }
 

@@ -46,6 +46,17 @@ inline constexpr char kBusbw[] = "busbw_gbps";
 inline constexpr char kCorrect[] = "correct";
 inline constexpr char kMismatch[] = "mismatch";
 
+// The p2p section: NVML's P2P status matrices, one row per GPU in NVML order (-1: the
+// query failed, the reason in "query_errors"), and with --bandwidth the timed copies:
+// {"bandwidth": {"gpus", "bytes", "peer_access", "gbps", "missing_from_cuda"}}.
+inline constexpr char kP2pRead[] = "read";
+inline constexpr char kP2pWrite[] = "write";
+inline constexpr char kP2pNvlink[] = "nvlink";
+inline constexpr char kQueryErrors[] = "query_errors";
+inline constexpr char kBandwidth[] = "bandwidth";
+inline constexpr char kPeerAccess[] = "peer_access";
+inline constexpr char kGbps[] = "gbps";
+
 }  // namespace probe_json
 
 // A field of the probe's JSON, or nothing when it is absent or of another type.
