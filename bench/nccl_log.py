@@ -74,7 +74,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--keep")
     args = ap.parse_args()
-    gpudiag = os.path.join(args.build, "stacks", "gpudiag")
+    gpudiag = os.path.join(args.build, "cli", "gpudiag")
     path = args.keep or os.path.join(tempfile.gettempdir(), f"gpudiag-bench-nccl-{os.getpid()}.log")
     size = os.path.getsize(path) if args.keep and os.path.exists(path) else generate(path, args.size_mb << 20)
     mb = size / 1e6

@@ -1,7 +1,7 @@
 // The YAML config: yaml-cpp's tree into our Config. Any text must give a Config or an
 // error that starts with "gpudiag:"; never an exception, never a crash.
 #include "fuzz/fuzz_input.h"
-#include "nodeinfo/config.h"
+#include "config/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto text = gpudiag::fuzz::as_text(data, size);

@@ -5,7 +5,7 @@
 #include "fuzz/fuzz_input.h"
 #include "healthcheck/drain_policy.h"
 #include "healthcheck/slurm_node.h"
-#include "nodeinfo/control_bytes.h"
+#include "util/control_bytes.h"
 #include "stacks/step_processes.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

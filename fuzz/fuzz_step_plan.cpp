@@ -10,7 +10,7 @@
 #include <string>
 
 #include "fuzz/fuzz_input.h"
-#include "nodeinfo/config.h"
+#include "config/config.h"
 #include "spank/env_writer.h"
 #include "spank/step_plan.h"
 #include "spank/visible_gpus.h"

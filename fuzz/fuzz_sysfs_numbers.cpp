@@ -1,7 +1,7 @@
 // Numeric sysfs attributes (numa_node, vendor and device ids, class) and the
 // durations and sizes of config values and --diag options.
 #include "fuzz/fuzz_input.h"
-#include "nodeinfo/duration.h"
+#include "util/duration.h"
 #include "nodeinfo/gpudirect_facts.h"
 #include "nodeinfo/pcie_links.h"
 #include "nodeinfo/sysfs_text.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "nodeinfo/result.h"
+#include "util/result.h"
 
 namespace gpudiag {
 

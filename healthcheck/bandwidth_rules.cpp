@@ -1,6 +1,6 @@
 #include "healthcheck/bandwidth_rules.h"
 
-#include "nodeinfo/name_patterns.h"
+#include "util/name_patterns.h"
 
 namespace gpudiag {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "nodeinfo/config.h"
+#include "config/config.h"
 
 namespace gpudiag {
 

@@ -6,8 +6,8 @@
 #include <cctype>
 #include <map>
 
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/name_patterns.h"
+#include "util/control_bytes.h"
+#include "util/name_patterns.h"
 
 namespace gpudiag {
 namespace {
@@ -44,7 +44,7 @@ std::string q(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
-    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else if (is_control_byte(c)) out += fmt::format("\\x{:02x}", c);
     else out += static_cast<char>(c);
   }
   return out + "\"";

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "healthcheck/baseline_facts.h"
-#include "nodeinfo/config.h"
+#include "config/config.h"
 
 namespace gpudiag {
 

@@ -4,11 +4,11 @@
 
 #include "healthcheck/check_iommu.h"
 #include "healthcheck/gpu_probe.h"
-#include "healthcheck/probe_fields.h"
+#include "probe/probe_json.h"
 #include "nodeinfo/pci_devices.h"
 #include "nodeinfo/pcie_links.h"
 #include "nodeinfo/sysfs_text.h"
-#include "nodeinfo/this_host.h"
+#include "util/this_host.h"
 
 namespace gpudiag {
 namespace {

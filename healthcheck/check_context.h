@@ -5,7 +5,7 @@
 
 #include "healthcheck/inventory_cache.h"
 
-#include "nodeinfo/config.h"
+#include "config/config.h"
 #include "nodeinfo/rooted_fs.h"
 
 namespace gpudiag {

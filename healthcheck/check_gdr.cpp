@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "healthcheck/inventory_cache.h"
+#include "util/duration.h"
 
 namespace gpudiag {
 namespace {
@@ -19,10 +20,6 @@ const char* kPeermemFix =
     "module >= 515 on Linux >= 5.12, which NCCL >= 2.19 uses through dma-buf";
 
 std::string kernel_text_of(KernelRelease k) { return std::to_string(k.major) + "." + std::to_string(k.minor); }
-
-std::string human_kib(unsigned long long bytes) {
-  return bytes >= (1ull << 20) ? fmt::format("{} MiB", bytes >> 20) : fmt::format("{} KiB", bytes >> 10);
-}
 
 // The GPUDirect path, or why there is none. Returns the summary part.
 std::string judge_path(const GpuDirectFacts& f, Status missing, CheckResult& out) {
@@ -98,9 +95,9 @@ CheckResult evaluate_gdr(const GpuDirectFacts& f, const GdrSettings& cfg) {
     out.add({"memlock", Status::warning,
              fmt::format("the memlock limit is {}, not unlimited: RDMA memory registration (ibv_reg_mr) by NCCL "
                          "and MPI fails or falls back to slower paths",
-                         human_kib(**f.memlock)),
+                         size_text(**f.memlock)),
              memlock_fix});
-    summary += ", memlock " + human_kib(**f.memlock);
+    summary += ", memlock " + size_text(**f.memlock);
   } else {
     out.add({"memlock", Status::ok, "the memlock limit is unlimited", ""});
     summary += ", memlock unlimited";

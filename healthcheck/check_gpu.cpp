@@ -5,15 +5,10 @@
 
 #include "healthcheck/gpu_driver_view.h"
 #include "healthcheck/gpu_probe.h"
+#include "util/text_lists.h"
 
 namespace gpudiag {
 namespace {
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
 
 std::string numa_text(int numa) { return numa < 0 ? "NUMA unknown" : fmt::format("NUMA {}", numa); }
 

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "healthcheck/ib_selection.h"
-#include "nodeinfo/name_patterns.h"
+#include "util/name_patterns.h"
 #include "nodeinfo/verbs_devices.h"
 
 namespace gpudiag {

@@ -9,7 +9,7 @@
 #include "healthcheck/run_state.h"
 #include "nodeinfo/ib_discovery.h"
 #include "nodeinfo/sysfs_text.h"
-#include "nodeinfo/text_lists.h"
+#include "util/text_lists.h"
 
 namespace gpudiag {
 namespace {

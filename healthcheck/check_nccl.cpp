@@ -5,48 +5,34 @@
 #include "healthcheck/bandwidth_rules.h"
 #include "healthcheck/cuda_nvml_join.h"
 #include "healthcheck/gpu_probe.h"
-#include "healthcheck/probe_fields.h"
-#include "nodeinfo/bus_bandwidth.h"
+#include "probe/probe_json.h"
+#include "util/bus_bandwidth.h"
+#include "util/duration.h"
 
 namespace gpudiag {
-
-std::string size_text(unsigned long long bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) {
-    bytes /= 1024;
-    ++u;
-  }
-  return fmt::format("{} {}", bytes, units[u]);
-}
 
 CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s, const GpuExpect& expect) {
   CheckResult out;
   out.name = "nccl";
-  if (auto na = probe_field<std::string>(data, "not_applicable")) {
+  const AllreduceAnswer answer = read_allreduce_answer(data);
+  if (const auto& na = answer.not_applicable) {
     out.add({"nccl", Status::ok, "the all_reduce test does not apply: " + *na, ""});
     out.summary = "not applicable: " + *na;
     return out;
   }
-  const nlohmann::json* result = nullptr;
-  if (data.contains("results") && data["results"].is_array() && !data["results"].empty() &&
-      data["results"][0].is_object())
-    result = &data["results"][0];
-  const int ranks = data.contains("gpus") && data["gpus"].is_array() ? static_cast<int>(data["gpus"].size()) : 0;
-  if (!result || ranks == 0 || !(*result).contains("time_us") || !(*result)["time_us"].is_number() ||
-      !(*result).contains("bytes") || !(*result)["bytes"].is_number_unsigned()) {
+  const int ranks = answer.ranks;
+  if (!answer.first_run || ranks == 0) {
     out.add({"probe", Status::unknown, "the GPU probe's all_reduce result is missing or malformed", "this is a gpudiag bug"});
     out.summary = "unreadable";
     return out;
   }
-  const auto bytes = (*result)["bytes"].get<unsigned long long>();
-  const double seconds = (*result)["time_us"].get<double>() * 1e-6;
+  const AllreduceRun& result = *answer.first_run;
+  const auto bytes = result.bytes;
+  const double seconds = result.time_us * 1e-6;
   const double algbw = algbw_gbps(static_cast<double>(bytes), seconds);
   const double busbw = allreduce_busbw_gbps(algbw, ranks);
-  const std::string version = probe_field<std::string>(data, "nccl_version").value_or("?");
-  std::string model = "unknown";
-  if (data["gpus"][0].is_object() && data["gpus"][0].contains("name") && data["gpus"][0]["name"].is_string())
-    model = data["gpus"][0]["name"].get<std::string>();
+  const std::string version = answer.nccl_version.value_or("?");
+  const std::string model = answer.model.value_or("unknown");
   const std::string where = fmt::format("{} x {}", ranks, model);
 
   if (add_cuda_nvml_gaps(out, data) == 0 && expect.count && ranks < *expect.count)
@@ -55,9 +41,9 @@ CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s
              "CUDA lists fewer GPUs than the node has: look for Xid errors in `dmesg` and compare `nvidia-smi -L`; "
              "reset the missing GPU or reboot"});
 
-  if (!probe_field<bool>(*result, "correct").value_or(false))
+  if (!result.correct)
     out.add({"allreduce", Status::critical,
-             fmt::format("all_reduce gave wrong results on {}: {}", where, probe_field<std::string>(*result, "mismatch").value_or("?")),
+             fmt::format("all_reduce gave wrong results on {}: {}", where, result.mismatch.empty() ? "?" : result.mismatch),
              "a GPU or link corrupts data: run `dcgmi diag -r 3` and replace the GPU it names"});
 
   const BandwidthRule* rule = choose_bandwidth_rule(s.min_bandwidth, model, ranks);
@@ -95,7 +81,7 @@ CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s
                                         busbw, algbw, size_text(bytes))
                           : fmt::format("NCCL {}, {}: algbw {:.1f} GB/s at {} (busbw is undefined with one GPU)",
                                         version, where, algbw, size_text(bytes));
-  if (probe_field<bool>(*result, "correct").value_or(false)) out.summary += ", results correct";
+  if (result.correct) out.summary += ", results correct";
   const std::vector<std::pair<std::string, std::string>> labels = {
       {"model", model}, {"gpus", std::to_string(ranks)}, {"bytes", std::to_string(bytes)}};
   out.metrics.push_back({"gpudiag_nccl_allreduce_algbw_gbytes_per_second",
@@ -104,8 +90,8 @@ CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s
     out.metrics.push_back({"gpudiag_nccl_allreduce_busbw_gbytes_per_second",
                            "Measured NCCL all_reduce bus bandwidth (GB/s, as nccl-tests).", labels, busbw});
   out.details = data;
-  out.details["algbw_gbps"] = algbw;
-  out.details["busbw_gbps"] = ranks > 1 ? nlohmann::json(busbw) : nlohmann::json(nullptr);
+  out.details[probe_json::kAlgbw] = algbw;
+  out.details[probe_json::kBusbw] = ranks > 1 ? nlohmann::json(busbw) : nlohmann::json(nullptr);
   return out;
 }
 
@@ -119,7 +105,7 @@ CheckResult run_nccl_check(const CheckContext& ctx) {
     out.name = "nccl";
     out.add(*probe.failure);
     out.summary = probe.failure->status == Status::ok ? "no GPUs expected" : "not measured";
-    if (auto v = probe_field<std::string>(probe.data, "nccl_version")) out.summary += ", NCCL " + *v;
+    if (auto v = probe_field<std::string>(probe.data, probe_json::kNcclVersion)) out.summary += ", NCCL " + *v;
     return out;
   }
   return evaluate_nccl(probe.data, ctx.cfg.nccl, ctx.cfg.gpu);

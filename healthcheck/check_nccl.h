@@ -15,7 +15,5 @@ namespace gpudiag {
 // left a GPU out says nothing about that GPU.
 CheckResult evaluate_nccl(const nlohmann::json& data, const NcclCheckSettings& s, const GpuExpect& expect = {});
 CheckResult run_nccl_check(const CheckContext& ctx);
-// "1 GiB", "8 MiB", "1536 B"
-std::string size_text(unsigned long long bytes);
 
 }  // namespace gpudiag

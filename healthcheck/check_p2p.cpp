@@ -5,7 +5,7 @@
 #include "healthcheck/cuda_nvml_join.h"
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/p2p_matrix.h"
-#include "healthcheck/probe_fields.h"
+#include "probe/probe_json.h"
 
 namespace gpudiag {
 namespace {
@@ -36,15 +36,14 @@ std::string hint_for(int status) {
 }
 
 void add_bandwidth(CheckResult& out, const nlohmann::json& bw, const P2pSettings& s, std::size_t n) {
-  if (bw.contains("error")) {
-    const auto& e = bw["error"];
-    bool gpu = probe_field<std::string>(e, "kind") == "gpu";
+  if (auto e = read_probe_error(bw)) {
+    bool gpu = e->kind == probe_json::kKindGpu;
     out.add({"bandwidth", gpu ? Status::critical : Status::unknown,
-             "P2P bandwidth not measured: " + probe_field<std::string>(e, "message").value_or("?"),
-             probe_field<std::string>(e, "hint").value_or("")});
+             "P2P bandwidth not measured: " + (e->message.empty() ? "?" : e->message),
+             e->hint});
     return;
   }
-  if (!bw.contains("gbps") || !bw["gbps"].is_array() || bw["gbps"].size() != n) {
+  if (!bw.contains(probe_json::kGbps) || !bw[probe_json::kGbps].is_array() || bw[probe_json::kGbps].size() != n) {
     out.add({"bandwidth", Status::unknown, "the GPU probe's bandwidth matrix is unreadable", ""});
     return;
   }
@@ -53,7 +52,7 @@ void add_bandwidth(CheckResult& out, const nlohmann::json& bw, const P2pSettings
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) {
       if (i == j) continue;
-      const auto& row = bw["gbps"][i];
+      const auto& row = bw[probe_json::kGbps][i];
       if (!row.is_array() || row.size() != n || !row[j].is_number()) continue;
       double v = row[j].get<double>();
       if (lowest < 0 || v < lowest) lowest = v;
@@ -71,13 +70,14 @@ void add_bandwidth(CheckResult& out, const nlohmann::json& bw, const P2pSettings
 CheckResult evaluate_p2p(const nlohmann::json& data, const P2pSettings& s) {
   CheckResult out;
   out.name = "p2p";
-  if (auto na = probe_field<std::string>(data, "not_applicable")) {
+  if (auto na = probe_field<std::string>(data, probe_json::kNotApplicable)) {
     out.add({"p2p", Status::ok, "P2P does not apply: " + *na, ""});
     out.summary = "not applicable: " + *na;
     return out;
   }
   const std::size_t n = data.contains("gpus") && data["gpus"].is_array() ? data["gpus"].size() : 0;
-  auto read = read_matrix(data, "read", n), write = read_matrix(data, "write", n), nvlink = read_matrix(data, "nvlink", n);
+  auto read = read_matrix(data, probe_json::kP2pRead, n), write = read_matrix(data, probe_json::kP2pWrite, n),
+       nvlink = read_matrix(data, probe_json::kP2pNvlink, n);
   if (n == 0 || !read || !write || !nvlink) {
     out.add({"probe", Status::unknown, "the GPU probe's P2P matrix is missing or malformed", "this is a gpudiag bug"});
     out.summary = "unreadable";
@@ -119,9 +119,9 @@ CheckResult evaluate_p2p(const nlohmann::json& data, const P2pSettings& s) {
         ++unknown_pairs;
         if (unknown_pairs <= 8) {
           std::string why;
-          if (data.contains("query_errors") && data["query_errors"].is_array() && !data["query_errors"].empty() &&
-              data["query_errors"][0].is_string())
-            why = " (" + data["query_errors"][0].get<std::string>() + ")";
+          const nlohmann::json* errors = data.contains(probe_json::kQueryErrors) ? &data[probe_json::kQueryErrors] : nullptr;
+          if (errors && errors->is_array() && !errors->empty() && (*errors)[0].is_string())
+            why = " (" + (*errors)[0].get<std::string>() + ")";
           out.add({fmt::format("GPU{}-GPU{}", i, j), Status::unknown,
                    fmt::format("GPU{}-GPU{}: P2P status could not be read{}", i, j, why),
                    "NVML could not answer for this pair: compare with `nvidia-smi topo -p2p r`; the gpu check "
@@ -142,9 +142,9 @@ CheckResult evaluate_p2p(const nlohmann::json& data, const P2pSettings& s) {
   out.details["read"] = *read;
   out.details["write"] = *write;
   out.details["nvlink"] = *nvlink;
-  if (data.contains("bandwidth")) {
-    add_bandwidth(out, data["bandwidth"], s, n);
-    out.details["bandwidth"] = data["bandwidth"];
+  if (data.contains(probe_json::kBandwidth)) {
+    add_bandwidth(out, data[probe_json::kBandwidth], s, n);
+    out.details[probe_json::kBandwidth] = data[probe_json::kBandwidth];
   }
   const std::size_t pairs = n * (n - 1) / 2;
   out.summary = s.expect == "any" ? fmt::format("{} GPUs, {} pairs (p2p.expect: any)", n, pairs)

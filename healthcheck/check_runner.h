@@ -9,7 +9,7 @@
 
 #include "healthcheck/check_context.h"
 #include "healthcheck/report.h"
-#include "nodeinfo/check_names.h"
+#include "config/check_names.h"
 
 namespace gpudiag {
 
@@ -29,7 +29,7 @@ struct RunOutcome {
 using CheckFn = std::function<CheckResult(const CheckContext&)>;
 using CheckTable = std::map<std::string, CheckFn>;
 
-// Name -> implementation for every check in kCheckNames (nodeinfo/check_names.h).
+// Name -> implementation for every check in kCheckNames (config/check_names.h).
 const CheckTable& builtin_checks();
 RunOutcome run_checks(const CheckContext& ctx, const RunOptions& opts, const std::string& node,
                       const CheckTable& table = builtin_checks());

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "healthcheck/probe_fields.h"
+#include "probe/probe_json.h"
 
 namespace gpudiag {
 

@@ -6,7 +6,7 @@
 #include <array>
 #include <string_view>
 
-#include "nodeinfo/control_bytes.h"
+#include "util/control_bytes.h"
 
 namespace gpudiag {
 namespace {

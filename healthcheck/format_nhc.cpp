@@ -1,7 +1,7 @@
 #include <fmt/format.h>
 
 #include "healthcheck/formats.h"
-#include "nodeinfo/control_bytes.h"
+#include "util/control_bytes.h"
 
 namespace gpudiag {
 

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "healthcheck/probe_fields.h"
-#include "nodeinfo/name_patterns.h"
+#include "probe/probe_json.h"
+#include "util/name_patterns.h"
 
 namespace gpudiag {
 namespace {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "healthcheck/report.h"
-#include "nodeinfo/config.h"
+#include "config/config.h"
 
 namespace gpudiag {
 

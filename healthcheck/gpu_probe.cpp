@@ -1,8 +1,8 @@
 #include "healthcheck/gpu_probe.h"
-#include "healthcheck/probe_fields.h"
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/text_lists.h"
-#include "nodeinfo/this_host.h"
+#include "probe/probe_json.h"
+#include "util/control_bytes.h"
+#include "util/text_lists.h"
+#include "util/this_host.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -62,13 +62,12 @@ ProbeOutcome interpret_probe(const CommandResult& run, const std::string& probe,
                                 "check that gpu.probe points at gpudiag-gpu-probe");
     return out;
   }
-  if (data.contains("error")) {
-    const nlohmann::json& e = data["error"];
-    std::string kind = probe_field<std::string>(e, "kind").value_or("");
-    std::string message = probe_field<std::string>(e, "message").value_or("");
-    std::string hint = probe_field<std::string>(e, "hint").value_or("");
+  if (auto e = read_probe_error(data)) {
+    const std::string& kind = e->kind;
+    std::string message = e->message;
+    const std::string& hint = e->hint;
     if (message.empty()) message = "the GPU probe reported an error without a message";
-    if (kind == "gpu" || kind == "driver_fault") {
+    if (kind == probe_json::kKindGpu || kind == probe_json::kKindDriverFault) {
       // A GPU call failed, or the driver is installed but broken (fabric manager down,
       // library and module of different versions): the node needs an admin.
       out.failure = probe_finding(Status::critical, message, hint);

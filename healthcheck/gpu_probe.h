@@ -9,7 +9,7 @@
 
 #include "healthcheck/check_context.h"
 #include "healthcheck/report.h"
-#include "nodeinfo/run_command.h"
+#include "util/run_command.h"
 
 namespace gpudiag {
 

@@ -1,6 +1,6 @@
 #include "healthcheck/ib_selection.h"
 
-#include "nodeinfo/name_patterns.h"
+#include "util/name_patterns.h"
 
 namespace gpudiag {
 

@@ -3,7 +3,7 @@
 // when that is given. One rule for every check that walks the HCAs.
 #include <string>
 
-#include "nodeinfo/config.h"
+#include "config/config.h"
 
 namespace gpudiag {
 

@@ -20,10 +20,10 @@
 #include "healthcheck/formats.h"
 #include "healthcheck/run_state.h"
 #include "healthcheck/slurm_node.h"
-#include "nodeinfo/config.h"
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/text_lists.h"
-#include "nodeinfo/this_host.h"
+#include "config/config.h"
+#include "util/control_bytes.h"
+#include "util/text_lists.h"
+#include "util/this_host.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "nodeinfo/config.h"
+#include "config/config.h"
 
 namespace gpudiag {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "nodeinfo/result.h"
+#include "util/result.h"
 
 namespace gpudiag {
 

@@ -6,7 +6,7 @@
 #include <array>
 #include <map>
 
-#include "nodeinfo/run_command.h"
+#include "util/run_command.h"
 
 namespace gpudiag {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "nccllog/nccl_log_facts.h"
 #include "nccllog/nccl_log_line.h"
-#include "nodeinfo/control_bytes.h"
+#include "util/control_bytes.h"
 
 namespace gpudiag {
 namespace {

@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include "nodeinfo/text_lists.h"
+#include "util/text_lists.h"
 
 #include <algorithm>
 #include <map>
 
-#include "nodeinfo/name_patterns.h"
+#include "util/name_patterns.h"
 
 namespace gpudiag {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "nodeinfo/text_lists.h"
+#include "util/text_lists.h"
 
 #include <algorithm>
 #include <map>

@@ -8,7 +8,7 @@
 
 #include "nodeinfo/ib_discovery.h"
 #include "nodeinfo/pci_devices.h"
-#include "nodeinfo/result.h"
+#include "util/result.h"
 #include "nodeinfo/rooted_fs.h"
 
 namespace gpudiag {

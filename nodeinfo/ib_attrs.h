@@ -3,7 +3,7 @@
 #include <string>
 #include <string_view>
 
-#include "nodeinfo/result.h"
+#include "util/result.h"
 
 namespace gpudiag {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "nodeinfo/result.h"
+#include "util/result.h"
 #include "nodeinfo/rooted_fs.h"
 
 namespace gpudiag {

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "util/control_bytes.h"
+
 namespace gpudiag {
 
 Result<std::string> attribute_text(std::string_view raw, std::string_view where, std::size_t max_len) {
@@ -10,7 +12,7 @@ Result<std::string> attribute_text(std::string_view raw, std::string_view where,
     raw.remove_suffix(1);
   if (raw.empty()) return Result<std::string>::failure(w + ": file is empty");
   for (unsigned char c : raw) {
-    if ((c < 0x20 && c != '\t') || c == 0x7f || c >= 0x80)
+    if ((is_control_byte(c) && c != '\t') || c >= 0x80)
       return Result<std::string>::failure(w + ": holds binary data, not text");
   }
   if (raw.size() > max_len)

@@ -4,13 +4,14 @@
 #include <cstring>
 #include <memory>
 
-#include "nodeinfo/bus_bandwidth.h"
+#include "util/bus_bandwidth.h"
 #include "probe/cuda_session.h"
 #include "probe/gpu_join.h"
 #include "probe/nccl_api.h"
 #include "probe/nvml_session.h"
 #include "probe/probe_copy.h"
 #include "probe/probe_failure.h"
+#include "probe/probe_json.h"
 
 namespace gpudiag::probe {
 namespace {
@@ -102,20 +103,20 @@ nlohmann::json probe_allreduce(const ProbeOptions& opts) {
     nvml = ns.gpus();
   }
   if (std::string mig = mig_gpus(nvml); !mig.empty())
-    return {{"nccl_version", nccl_version_text(code)}, {"not_applicable", "MIG mode is on (" + mig + ")"},
+    return {{probe_json::kNcclVersion, nccl_version_text(code)}, {probe_json::kNotApplicable, "MIG mode is on (" + mig + ")"},
             {"nvml_gpus", nvml.size()}};
 
   CudaSession s(opts.cuda_path, opts.deadline);
   if (!s.error().is_null()) return s.error();
   const std::size_t n = s.gpus().size();
   const std::vector<int> nvml_of = match_cuda_to_nvml(s.gpus(), nvml);
-  nlohmann::json out = {{"nccl_version", nccl_version_text(code)}, {"nccl_library", nc.lib.path},
-                        {"cuda_library", s.cu().lib.path}, {"gpus", describe_joined(s, nvml_of)}, {"ranks", n}};
+  nlohmann::json out = {{probe_json::kNcclVersion, nccl_version_text(code)}, {"nccl_library", nc.lib.path},
+                        {"cuda_library", s.cu().lib.path}, {probe_json::kGpus, describe_joined(s, nvml_of)}, {"ranks", n}};
   if (nvml_error.is_null()) {
     out["nvml_gpus"] = nvml.size();
     out["missing_from_cuda"] = missing_from_cuda(nvml, nvml_of);
   } else {
-    out["nvml_error"] = nvml_error["error"];
+    out["nvml_error"] = nvml_error[probe_json::kError];
   }
   int driver = 0;
   if (s.cu().driver_version(&driver) == CUDA_SUCCESS) out["cuda_driver_version"] = driver;
@@ -154,13 +155,12 @@ nlohmann::json probe_allreduce(const ProbeOptions& opts) {
       const double bytes_used = static_cast<double>(count * sizeof(float));
       const double algbw = algbw_gbps(bytes_used, seconds);
       std::string wrong = verify(s, recv, count);
-      nlohmann::json r = {{"bytes", count * sizeof(float)}, {"iters", opts.iters}, {"warmup", opts.warmup},
-                          {"time_us", seconds * 1e6}, {"algbw_gbps", algbw}, {"correct", wrong.empty()}};
-      if (n > 1) r["busbw_gbps"] = allreduce_busbw_gbps(algbw, static_cast<int>(n));
-      if (!wrong.empty()) r["mismatch"] = wrong;
-      results.push_back(r);
+      const AllreduceRun run{count * sizeof(float), seconds * 1e6, wrong.empty(), wrong};
+      results.push_back(allreduce_run_json(
+          run, opts.iters, opts.warmup, algbw,
+          n > 1 ? std::optional<double>(allreduce_busbw_gbps(algbw, static_cast<int>(n))) : std::nullopt));
     }
-    out["results"] = results;
+    out[probe_json::kResults] = results;
     send.clear();
     recv.clear();
     out["device_copy"] = device_copy_bandwidth(s, std::min<unsigned long long>(max_bytes, 1ull << 30), 10);

@@ -5,6 +5,7 @@
 
 #include "probe/gpu_join.h"
 #include "probe/probe_failure.h"
+#include "probe/probe_json.h"
 
 namespace gpudiag::probe {
 
@@ -108,7 +109,8 @@ nlohmann::json probe_peer_bandwidth(const ProbeOptions& opts, const std::vector<
         access_n[nvml_of[i]][nvml_of[j]] = access[i][j];
         gbps_n[nvml_of[i]][nvml_of[j]] = gbps[i][j];
       }
-  return {{"gpus", describe_joined(s, nvml_of)}, {"bytes", bytes}, {"peer_access", access_n}, {"gbps", gbps_n},
+  return {{probe_json::kGpus, describe_joined(s, nvml_of)}, {probe_json::kBytes, bytes}, {probe_json::kPeerAccess, access_n},
+          {probe_json::kGbps, gbps_n},
           {"missing_from_cuda", missing_from_cuda(nvml, nvml_of)}};
 }
 

@@ -2,6 +2,7 @@
 
 #include "probe/nvml_session.h"
 #include "probe/probe_copy.h"
+#include "probe/probe_json.h"
 
 namespace gpudiag::probe {
 namespace {
@@ -107,9 +108,7 @@ nlohmann::json describe_gpu(const Nvml& nv, unsigned index, const NvmlGpu& gpu) 
 }  // namespace
 
 nlohmann::json probe_error(const std::string& kind, const std::string& message, const std::string& hint) {
-  nlohmann::json e = {{"kind", kind}, {"message", message}};
-  if (!hint.empty()) e["hint"] = hint;
-  return {{"error", e}};
+  return probe_error_json(kind, message, hint);
 }
 
 nlohmann::json probe_devices(const ProbeOptions& opts) {
@@ -137,13 +136,14 @@ nlohmann::json probe_p2p(const ProbeOptions& opts) {
     out["gpus"] = gpus;
     if (std::string mig = mig_gpus(s.gpus()); !mig.empty()) {
       // MIG instances cannot do P2P: the question does not apply.
-      out["not_applicable"] = "MIG mode is on (" + mig + ")";
+      out[probe_json::kNotApplicable] = "MIG mode is on (" + mig + ")";
       return out;
     }
     // Rows and columns in NVML order, which is PCI order, as nvidia-smi prints them.
     // -1: the query failed (shown as U, unknown), with the reason in "query_errors".
     nlohmann::json query_errors = nlohmann::json::array();
-    const std::pair<const char*, int> kinds[] = {{"read", 0}, {"write", 1}, {"nvlink", 2}};
+    const std::pair<const char*, int> kinds[] = {
+        {probe_json::kP2pRead, 0}, {probe_json::kP2pWrite, 1}, {probe_json::kP2pNvlink, 2}};
     for (const auto& [name, index] : kinds) {
       nlohmann::json m = nlohmann::json::array();
       for (unsigned i = 0; i < n; ++i) {
@@ -168,10 +168,10 @@ nlohmann::json probe_p2p(const ProbeOptions& opts) {
       }
       out[name] = m;
     }
-    if (!query_errors.empty()) out["query_errors"] = query_errors;
+    if (!query_errors.empty()) out[probe_json::kQueryErrors] = query_errors;
     inventory = s.gpus();
   }
-  if (opts.bandwidth) out["bandwidth"] = probe_peer_bandwidth(opts, inventory);
+  if (opts.bandwidth) out[probe_json::kBandwidth] = probe_peer_bandwidth(opts, inventory);
   return out;
 }
 

@@ -16,10 +16,12 @@
 #include <cstdlib>
 #include <string>
 
-#include "nodeinfo/duration.h"
+#include "util/duration.h"
+#include "util/text_lists.h"
 #include "probe/cuda_api.h"
 #include "probe/probe_allreduce.h"
 #include "probe/probe_devices.h"
+#include "probe/probe_json.h"
 
 namespace {
 
@@ -27,16 +29,12 @@ constexpr int kUsage = 64;
 
 std::vector<unsigned long long> parse_sizes(const std::string& list) {
   std::vector<unsigned long long> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    std::size_t comma = list.find(',', start);
-    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& item : gpudiag::split_list(list)) {
     auto v = gpudiag::parse_size(item);
     if (!v || *v < 4 || *v > (64ull << 30)) throw CLI::ValidationError("--sizes", "'" + item + "' is not a size from 4 to 64G");
     out.push_back(*v / 4 * 4);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
+  if (out.empty()) throw CLI::ValidationError("--sizes", "'" + list + "' names no size");
   return out;
 }
 
@@ -116,7 +114,7 @@ int main(int argc, char** argv) {
   } catch (const gpudiag::probe::GpuCallError& e) {
     out = gpudiag::probe::probe_error("gpu", e.message);
   }
-  out["probe"] = devices->parsed() ? "devices" : p2p->parsed() ? "p2p" : "allreduce";
+  out[gpudiag::probe_json::kSection] = devices->parsed() ? "devices" : p2p->parsed() ? "p2p" : "allreduce";
   std::string text = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_all(json_fd, text);
   // Libraries' stdio (NCCL_DEBUG_FILE too) is flushed: that is memory, not the driver.

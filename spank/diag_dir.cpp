@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "nodeinfo/control_bytes.h"
+#include "util/control_bytes.h"
 
 namespace gpudiag {
 

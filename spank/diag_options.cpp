@@ -3,8 +3,9 @@
 #include <array>
 #include <cctype>
 
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/duration.h"
+#include "util/control_bytes.h"
+#include "util/duration.h"
+#include "util/text_lists.h"
 
 namespace gpudiag {
 namespace {
@@ -120,12 +121,8 @@ Result<DiagOptions> parse_diag_list(std::string_view list, DiagOptions opt) {
     return fail("the list is " + std::to_string(list.size()) + " bytes long, more than the " +
                 std::to_string(kMaxDiagListBytes) + " that slurmstepd can read on the nodes: shorten it");
   if (!is_one_printable_line(list)) return fail("the list holds control characters");
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    auto comma = list.find(',', start);
-    std::string_view item = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
-    if (item.empty()) continue;
+  for (const std::string& item_text : split_list(list)) {
+    std::string_view item = item_text;
     auto eq = item.find('=');
     std::string_view key = item.substr(0, eq);
     std::string_view value = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);

@@ -3,7 +3,8 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "nodeinfo/control_bytes.h"
+#include "util/control_bytes.h"
+#include "util/text_lists.h"
 
 namespace gpudiag {
 
@@ -24,11 +25,8 @@ std::string injected_value_tag(std::string_view value) {
 
 InjectedRecord parse_injected(std::string_view text) {
   InjectedRecord out;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    auto comma = text.find(',', start);
-    std::string_view entry = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    start = comma == std::string_view::npos ? text.size() : comma + 1;
+  for (const std::string& entry_text : split_list(text)) {
+    std::string_view entry = entry_text;
     auto colon = entry.find(':');
     // An entry without a tag (the names-only record of older versions) proves nothing
     // about the value: it is treated as the user's.

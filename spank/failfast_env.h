@@ -4,7 +4,7 @@
 // that burns its allocation. apply_env keeps any value the user set.
 #include <string>
 
-#include "nodeinfo/config.h"
+#include "config/config.h"
 #include "spank/dist_env.h"
 #include "spank/env_writer.h"
 

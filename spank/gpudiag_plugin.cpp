@@ -19,7 +19,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
-#include "nodeinfo/config.h"
+#include "config/config.h"
 #include "nodeinfo/ib_discovery.h"
 #include "spank/diag_dir.h"
 #include "spank/diag_options.h"

@@ -15,7 +15,7 @@
 #include <ctime>
 
 #include "nodeinfo/proc_tree.h"
-#include "spank/stack_report.h"
+#include "stacks/stack_report.h"
 
 namespace gpudiag {
 namespace {

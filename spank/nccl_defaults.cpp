@@ -1,6 +1,6 @@
 #include "spank/nccl_defaults.h"
 
-#include "nodeinfo/name_patterns.h"
+#include "util/name_patterns.h"
 
 namespace gpudiag {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The site's NCCL defaults for this node, with NCCL_IB_HCA=auto resolved from sysfs.
-#include "nodeinfo/config.h"
+#include "config/config.h"
 #include "nodeinfo/ib_discovery.h"
 #include "spank/dist_env.h"
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "nodeinfo/result.h"
+#include "util/result.h"
 
 namespace gpudiag {
 

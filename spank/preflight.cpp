@@ -5,33 +5,17 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/name_patterns.h"
+#include "util/control_bytes.h"
+#include "util/duration.h"
+#include "util/name_patterns.h"
 #include "nodeinfo/pci_devices.h"
 #include "nodeinfo/rooted_fs.h"
-#include "nodeinfo/text_lists.h"
+#include "util/text_lists.h"
 #include "spank/visible_gpus.h"
 
 namespace gpudiag {
 namespace {
-
-std::string human_bytes(unsigned long long b) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  std::ostringstream o;
-  o.precision(v < 10 && u > 0 ? 2 : 0);
-  o << std::fixed << v << " " << units[u];
-  std::string s = o.str();
-  if (s.find(".00 ") != std::string::npos) s.erase(s.find(".00 "), 3);
-  return s;
-}
 
 }  // namespace
 
@@ -59,13 +43,13 @@ std::vector<std::string> evaluate_preflight(const PreflightFacts& f) {
     }
   }
   if (f.shm_bytes && *f.shm_bytes < f.shm_min)
-    out.push_back(on + f.shm_path + " is " + human_bytes(*f.shm_bytes) + ", NCCL needs at least " +
-                  human_bytes(f.shm_min) + ": give the container more (docker --shm-size=1g) or remount " +
+    out.push_back(on + f.shm_path + " is " + size_text(*f.shm_bytes) + ", NCCL needs at least " +
+                  size_text(f.shm_min) + ": give the container more (docker --shm-size=1g) or remount " +
                   f.shm_path + " larger");
   if (!f.shm_bytes)
     out.push_back(on + "cannot check " + f.shm_path + " (" + f.shm_error + "): NCCL needs it for intra-node transfers");
   if (f.check_memlock && !f.ib.hcas.empty() && f.memlock != RLIM_INFINITY)
-    out.push_back(on + "the memlock ulimit is " + human_bytes(static_cast<unsigned long long>(f.memlock)) +
+    out.push_back(on + "the memlock ulimit is " + size_text(static_cast<unsigned long long>(f.memlock)) +
                   ", RDMA needs unlimited (ibv_reg_mr fails): set LimitMEMLOCK=infinity for slurmd and "
                   "PropagateResourceLimitsExcept=MEMLOCK in slurm.conf");
   if (f.gpus_requested > 0) {

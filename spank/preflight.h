@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "nodeinfo/config.h"
+#include "config/config.h"
 #include "nodeinfo/ib_discovery.h"
 
 namespace gpudiag {

@@ -18,7 +18,7 @@
 #include <thread>
 #include <tuple>
 
-#include "nodeinfo/control_bytes.h"
+#include "util/control_bytes.h"
 
 namespace gpudiag {
 namespace {

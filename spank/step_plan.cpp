@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "nodeinfo/this_host.h"
+#include "util/this_host.h"
 #include "spank/failfast_env.h"
 #include "spank/line_prefixer.h"
 #include "spank/visible_gpus.h"

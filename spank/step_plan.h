@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "nodeinfo/config.h"
-#include "nodeinfo/result.h"
+#include "config/config.h"
+#include "util/result.h"
 #include "spank/diag_dir.h"
 #include "spank/diag_options.h"
 #include "spank/dist_env.h"

@@ -9,8 +9,8 @@
 #include "nccllog/nccl_log_problems.h"
 #include "nccllog/nccl_log_reader.h"
 #include "nccllog/nccl_log_report.h"
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/this_host.h"
+#include "util/control_bytes.h"
+#include "util/this_host.h"
 
 namespace gpudiag {
 namespace {

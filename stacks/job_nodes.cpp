@@ -1,6 +1,6 @@
 #include "stacks/job_nodes.h"
 
-#include "nodeinfo/run_command.h"
+#include "util/run_command.h"
 
 namespace gpudiag {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "nodeinfo/run_command.h"
+#include "util/run_command.h"
 
 namespace gpudiag {
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "nodeinfo/run_command.h"
+#include "util/run_command.h"
 
 namespace gpudiag {
 namespace {

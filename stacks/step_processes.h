@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "nodeinfo/proc_tree.h"
-#include "nodeinfo/result.h"
+#include "util/result.h"
 
 namespace gpudiag {
 

@@ -6,6 +6,8 @@ file(GLOB_RECURSE depfiles
   "${BUILD_DIR}/probe/CMakeFiles/*.o.d"
   "${BUILD_DIR}/healthcheck/CMakeFiles/*.o.d"
   "${BUILD_DIR}/nodeinfo/CMakeFiles/*.o.d"
+  "${BUILD_DIR}/util/CMakeFiles/*.o.d"
+  "${BUILD_DIR}/config/CMakeFiles/*.o.d"
   "${BUILD_DIR}/tests/fakes/CMakeFiles/*.o.d")
 list(LENGTH depfiles n)
 if(n EQUAL 0)

@@ -20,7 +20,7 @@ from test_plugin_failfast import HANG_EXIT, HANG_SLACK  # noqa: E402
 from test_plugin_torch import ALLREDUCE, CLEAN, TORCHRUN, results, torch_without_libuv  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GPUDIAG = os.path.join(BUILD, "stacks", "gpudiag")
+GPUDIAG = os.path.join(BUILD, "cli", "gpudiag")
 FAKE_RANK = os.path.join(HERE, "fake_nccl_rank.py")
 HANG = os.path.join(HERE, "torch_hang.py")
 IB = {"n1": {"mlx5_0": "up", "mlx5_1": "up"},

@@ -184,7 +184,7 @@ class FailFast(PluginClusterTest):
             self.cluster.wait_for(lambda: f"{job}.0" in self.cluster.run(["squeue", "-h", "-s", "-o", "%i"]).stdout,
                                   f"step {job}.0 to run")
             time.sleep(1)
-            r = self.cluster.run([os.path.join(BUILD, "stacks", "gpudiag"), "stacks", f"{job}.0"], cwd=self.tmp,
+            r = self.cluster.run([os.path.join(BUILD, "cli", "gpudiag"), "stacks", f"{job}.0"], cwd=self.tmp,
                                  timeout=120)
         finally:
             self.cluster.run(["scancel", job], check=False)
@@ -193,7 +193,7 @@ class FailFast(PluginClusterTest):
             self.assertIn(f"== task rank {rank}:", r.stdout)
         self.assertIn("time.sleep(120)", r.stdout)
         self.assertIn("eu-stack:", r.stdout)
-        bad = self.cluster.run([os.path.join(BUILD, "stacks", "gpudiag"), "stacks", "12.x"], check=False)
+        bad = self.cluster.run([os.path.join(BUILD, "cli", "gpudiag"), "stacks", "12.x"], check=False)
         self.assertEqual(bad.returncode, 3)
         self.assertIn("use JOBID or JOBID.STEPID", bad.stderr)
 

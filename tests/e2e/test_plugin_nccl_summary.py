@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plugin_cluster import BUILD, PYTHON, PluginClusterTest  # noqa: E402
 
 RANK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_nccl_rank.py")
-GPUDIAG = os.path.join(BUILD, "stacks", "gpudiag")
+GPUDIAG = os.path.join(BUILD, "cli", "gpudiag")
 
 
 class NcclSummary(PluginClusterTest):

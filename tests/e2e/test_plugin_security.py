@@ -40,7 +40,7 @@ class Exports(unittest.TestCase):
 
 
 class NoShell(unittest.TestCase):
-    SOURCES = ["spank", "healthcheck", "nodeinfo", "nccllog", "stacks", "probe"]
+    SOURCES = ["spank", "healthcheck", "nodeinfo", "util", "config", "nccllog", "stacks", "cli", "probe"]
 
     def test_only_argv_exec_sites(self):
         shells = re.compile(r'\b(system|popen|execl|execlp|execle)\s*\(|"/bin/(ba)?sh"|"-c"')
@@ -56,8 +56,8 @@ class NoShell(unittest.TestCase):
                             sites.append(f"{os.path.relpath(path, SOURCE)}:{execs.search(code).group(1)}")
         # run_command (scontrol, the GPU probe, stack tools) and `gpudiag stacks`
         # (srun --overlap) exec argv vectors; the relay forks without exec.
-        self.assertEqual(sorted(set(sites)), ["nodeinfo/run_command.cpp:posix_spawnp", "spank/output_relay.cpp:fork",
-                                              "stacks/gpudiag_main.cpp:execvp"])
+        self.assertEqual(sorted(set(sites)), ["cli/gpudiag_main.cpp:execvp", "spank/output_relay.cpp:fork",
+                                              "util/run_command.cpp:posix_spawnp"])
 
 
 class AsUser(PluginClusterTest):

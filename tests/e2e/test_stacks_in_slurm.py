@@ -16,7 +16,7 @@ from throwaway_users import ThrowawayUsers  # noqa: E402
 
 BUILD = os.path.abspath(os.environ.get("GPUDIAG_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build")))
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-GPUDIAG = os.path.join(BUILD, "stacks", "gpudiag")
+GPUDIAG = os.path.join(BUILD, "cli", "gpudiag")
 PYTHON = "/usr/bin/python3"
 PROGRAM = f"{PYTHON} -c 'import time; time.sleep(300)'"
 

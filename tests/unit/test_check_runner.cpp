@@ -71,7 +71,7 @@ TEST(Runner, UnbuiltCheckIsUnknown) {
   EXPECT_EQ(run_checks(ctx(), checks({"nccl"}), "n").report.status, Status::unknown);
 }
 
-// One list of checks (nodeinfo/check_names.h): the checker has a function for exactly
+// One list of checks (config/check_names.h): the checker has a function for exactly
 // those names, and --quick is the ones that need no GPU.
 TEST(CheckNames, TheTableOfFunctionsNamesExactlyTheRegistry) {
   std::vector<std::string> in_table;

@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "nodeinfo/config.h"
+#include "config/config.h"
 
 using namespace gpudiag;
 

@@ -1,7 +1,7 @@
 // The one control-byte rule (issue 20, issue 21 A10): checks and escapes agree.
 #include <gtest/gtest.h>
 
-#include "nodeinfo/control_bytes.h"
+#include "util/control_bytes.h"
 #include "spank/env_writer.h"
 
 using namespace gpudiag;

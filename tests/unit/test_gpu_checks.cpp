@@ -10,7 +10,7 @@
 #include "healthcheck/gpu_driver_view.h"
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/p2p_matrix.h"
-#include "nodeinfo/bus_bandwidth.h"
+#include "util/bus_bandwidth.h"
 
 using namespace gpudiag;
 using nlohmann::json;
@@ -311,12 +311,6 @@ TEST(DriverView, WrongTypesDoNotThrow) {
   CheckResult r2;
   add_driver_view(r2, {{"gpus", "none"}}, 2, GpuExpect{});
   EXPECT_EQ(r2.status, Status::unknown);
-}
-
-TEST(SizeText, UsesBinaryUnits) {
-  EXPECT_EQ(size_text(1ull << 30), "1 GiB");
-  EXPECT_EQ(size_text(8ull << 20), "8 MiB");
-  EXPECT_EQ(size_text(1536), "1536 B");
 }
 
 // Found by fuzz_probe_json: a field of the wrong type ("correct": {...}) threw out of

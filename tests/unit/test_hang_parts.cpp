@@ -12,10 +12,10 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "nodeinfo/duration.h"
+#include "util/duration.h"
 #include "nodeinfo/proc_tree.h"
 #include "spank/hang_watchdog.h"
-#include "spank/stack_report.h"
+#include "stacks/stack_report.h"
 #include "stacks/step_processes.h"
 
 using namespace gpudiag;

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "nodeinfo/active_ib_host.h"
 #include "nodeinfo/ib_attrs.h"
+#include "util/this_host.h"
 
 using namespace gpudiag;
 
@@ -40,4 +44,11 @@ TEST(LinkLayer, OnlyTheTwoKernelValues) {
   auto bad = parse_link_layer("Omni-Path", "/l");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().find("Omni-Path"), std::string::npos);
+}
+
+// The nccl-log command asks whether this host could have used IB (nodeinfo/active_ib_host.h).
+TEST(ActiveIbHost, NamesThisHostOnlyWithAnActivePort) {
+  auto names = local_hosts_with_active_ib(std::string(GPUDIAG_FIXTURES_DIR) + "/healthy");
+  EXPECT_EQ(names, (std::set<std::string>{hostname(), short_name(hostname())}));
+  EXPECT_TRUE(local_hosts_with_active_ib(std::string(GPUDIAG_FIXTURES_DIR) + "/no-such-fixture").empty());
 }

@@ -36,6 +36,16 @@ TEST(Preflight, SmallShmNamesSizeAndFix) {
                   "(docker --shm-size=1g) or remount /dev/shm larger");
 }
 
+// Sizes print exact (util/duration.h's size_text): a /dev/shm 4 KiB short of what NCCL
+// needs once read "1024 MiB, NCCL needs at least 1 GiB", a message that contradicts itself.
+TEST(Preflight, ShmJustShortOfTheMinimumSaysByHowMuch) {
+  auto f = healthy();
+  f.shm_bytes = (1ull << 30) - 4096;
+  auto p = evaluate_preflight(f);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("/dev/shm is 1048572 KiB, NCCL needs at least 1 GiB"), std::string::npos) << p[0];
+}
+
 TEST(Preflight, DownPortOfAnExpectedHcaFromAFixture) {
   auto f = healthy();
   f.ib = discover_ib(RootedFs(GPUDIAG_FIXTURES_DIR "/port-down"));

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "nodeinfo/run_command.h"
+#include "util/run_command.h"
 
 using namespace gpudiag;
 

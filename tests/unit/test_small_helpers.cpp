@@ -1,11 +1,12 @@
-// The small helpers every tool shares (nodeinfo/text_lists.h, nodeinfo/this_host.h):
+// The small helpers every tool shares (util/: text_lists.h, this_host.h, duration.h):
 // one definition each, so the rules below hold everywhere they are used.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
-#include "nodeinfo/text_lists.h"
-#include "nodeinfo/this_host.h"
+#include "util/text_lists.h"
+#include "util/duration.h"
+#include "util/this_host.h"
 
 using namespace gpudiag;
 
@@ -43,3 +44,26 @@ TEST(SmallHelpers, SelfExeIsThisTestBinary) {
   EXPECT_NE(self_exe_path().find("gpudiag_unit_tests"), std::string::npos) << self_exe_path();
   EXPECT_EQ(self_exe_dir() + "/gpudiag_unit_tests", self_exe_path());
 }
+
+TEST(SmallHelpers, HostnameIsTheKernelsName) {
+  char buf[256] = {};
+  ASSERT_EQ(::gethostname(buf, sizeof buf - 1), 0);
+  EXPECT_EQ(hostname(), buf);
+  EXPECT_EQ(short_hostname(), short_name(hostname()));
+}
+
+// One byte formatter (util/duration.h) for the nccl check, the gdr check's memlock and
+// the plugin's preflight: exact, so a limit just under what NCCL needs never reads as enough.
+TEST(SmallHelpers, SizeTextIsExactInBinaryUnits) {
+  EXPECT_EQ(size_text(1ull << 30), "1 GiB");
+  EXPECT_EQ(size_text(8ull << 20), "8 MiB");
+  EXPECT_EQ(size_text(64ull << 10), "64 KiB");
+  EXPECT_EQ(size_text(1536), "1536 B");
+  EXPECT_EQ(size_text(0), "0 B");
+  EXPECT_EQ(size_text((1ull << 30) - 1), "1073741823 B");
+  EXPECT_EQ(size_text(1536ull << 10), "1536 KiB");
+  EXPECT_EQ(size_text(1ull << 50), "1024 TiB");
+  for (unsigned long long v : {1ull, 1024ull, 3ull << 20, 5ull << 40})
+    EXPECT_EQ(parse_size(size_text(v).erase(size_text(v).find(' '), 1)), v) << size_text(v);
+}
+

@@ -1,6 +1,6 @@
-#include "nodeinfo/check_names.h"
+#include "config/check_names.h"
 
-#include "nodeinfo/text_lists.h"
+#include "util/text_lists.h"
 
 namespace gpudiag {
 

@@ -1,4 +1,4 @@
-#include "nodeinfo/run_command.h"
+#include "util/run_command.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -11,7 +11,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "nodeinfo/text_lists.h"
+#include "util/text_lists.h"
 
 extern char** environ;
 

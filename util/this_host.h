@@ -7,6 +7,8 @@ namespace gpudiag {
 // The host name up to its first dot, as Slurm names nodes ("gpu7" for "gpu7.cluster");
 // "localhost" when the kernel will not say.
 std::string short_hostname();
+// The host name as the kernel has it ("" when it will not say).
+std::string hostname();
 // A name cut at its first dot: the same rule for names from Slurm and from the kernel.
 std::string short_name(const std::string& name);
 

@@ -1,8 +1,9 @@
-#include "nodeinfo/config.h"
+#include "config/config.h"
 
-#include "nodeinfo/check_names.h"
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/duration.h"
+#include "config/check_names.h"
+#include "util/control_bytes.h"
+#include "util/duration.h"
+#include "util/text_lists.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,15 +26,6 @@ namespace {
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-std::string join(const std::vector<std::string>& items, const char* sep = ", ") {
-  std::string out;
-  for (const auto& s : items) {
-    if (!out.empty()) out += sep;
-    out += s;
-  }
-  return out;
-}
 
 // Turns yaml-cpp nodes into typed values, naming file:line and the dotted key on error.
 class Reader {

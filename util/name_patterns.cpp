@@ -1,4 +1,4 @@
-#include "nodeinfo/name_patterns.h"
+#include "util/name_patterns.h"
 
 #include <fnmatch.h>
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "nodeinfo/result.h"
+#include "util/result.h"
 
 namespace gpudiag {
 

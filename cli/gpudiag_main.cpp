@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "nccllog/nccl_log_command.h"
+#include "cli/nccl_log_command.h"
 #include "nodeinfo/proc_tree.h"
-#include "nodeinfo/this_host.h"
-#include "spank/stack_report.h"
+#include "util/this_host.h"
+#include "stacks/stack_report.h"
 #include "stacks/job_nodes.h"
 #include "stacks/job_owner.h"
 #include "stacks/step_processes.h"

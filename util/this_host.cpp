@@ -1,4 +1,4 @@
-#include "nodeinfo/this_host.h"
+#include "util/this_host.h"
 
 #include <unistd.h>
 
@@ -6,10 +6,15 @@ namespace gpudiag {
 
 std::string short_name(const std::string& name) { return name.substr(0, name.find('.')); }
 
-std::string short_hostname() {
+std::string hostname() {
   char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
-  return short_name(buf);
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+std::string short_hostname() {
+  const std::string name = hostname();
+  return name.empty() ? "localhost" : short_name(name);
 }
 
 std::string self_exe_path() {

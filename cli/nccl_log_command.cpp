@@ -1,17 +1,14 @@
-#include "nccllog/nccl_log_command.h"
-
-#include <unistd.h>
+#include "cli/nccl_log_command.h"
 
 #include <cstdio>
 #include <iostream>
 
 #include "nccllog/nccl_log_reader.h"
 #include "nccllog/nccl_log_report.h"
-#include "nodeinfo/control_bytes.h"
-#include "nodeinfo/duration.h"
-#include "nodeinfo/ib_discovery.h"
-#include "nodeinfo/text_lists.h"
-#include "nodeinfo/this_host.h"
+#include "util/control_bytes.h"
+#include "util/duration.h"
+#include "nodeinfo/active_ib_host.h"
+#include "util/text_lists.h"
 
 namespace gpudiag {
 
@@ -23,20 +20,6 @@ CLI::App* add_nccl_log_command(CLI::App& app, NcclLogCommand& cmd) {
   sub->add_option("--fs-root", cmd.fs_root, "read this host's IB ports under DIR (to spot Socket chosen over IB)");
   sub->add_option("--max-bytes", cmd.max_bytes, "stop after reading this much, e.g. 2G (default: everything)");
   return sub;
-}
-
-std::set<std::string> local_hosts_with_active_ib(const std::string& fs_root) {
-  std::set<std::string> out;
-  IbInventory ib = discover_ib(RootedFs(fs_root));
-  bool active = false;
-  for (const auto& h : ib.hcas)
-    for (const auto& p : h.ports) active |= p.is_up();
-  if (!active) return out;
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  out.insert(short_name(buf));
-  out.insert(buf);
-  return out;
 }
 
 int run_nccl_log_command(const NcclLogCommand& cmd) {

@@ -1,4 +1,4 @@
-#include "nodeinfo/text_lists.h"
+#include "util/text_lists.h"
 
 namespace gpudiag {
 

@@ -1,4 +1,4 @@
-#include "spank/stack_report.h"
+#include "stacks/stack_report.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "nodeinfo/proc_tree.h"
-#include "nodeinfo/run_command.h"
+#include "util/run_command.h"
 
 namespace gpudiag {
 namespace {

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "nodeinfo/control_bytes.h"  // escape_control, used by the report's callers too
+#include "util/control_bytes.h"  // escape_control, used by the report's callers too
 
 namespace gpudiag {
 

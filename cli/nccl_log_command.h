@@ -2,7 +2,6 @@
 // `gpudiag nccl-log FILE|DIR...`: the analyzer as a command.
 #include <CLI/CLI.hpp>
 
-#include <set>
 #include <string>
 #include <vector>
 
@@ -19,7 +18,5 @@ struct NcclLogCommand {
 CLI::App* add_nccl_log_command(CLI::App& app, NcclLogCommand& cmd);
 // Exit code: 0 clean, 1 warnings, 2 problems, 3 nothing readable or bad arguments.
 int run_nccl_log_command(const NcclLogCommand& cmd);
-// This host's short name when its sysfs (under fs_root) shows an ACTIVE IB port.
-std::set<std::string> local_hosts_with_active_ib(const std::string& fs_root);
 
 }  // namespace gpudiag

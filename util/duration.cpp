@@ -1,4 +1,4 @@
-#include "nodeinfo/duration.h"
+#include "util/duration.h"
 
 #include <charconv>
 #include <cmath>
@@ -42,6 +42,16 @@ std::optional<unsigned long long> parse_size(std::string_view text) {
   double bytes = v * mult;
   if (bytes > 1.8e19) return std::nullopt;
   return static_cast<unsigned long long>(bytes);
+}
+
+std::string size_text(unsigned long long bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return std::to_string(bytes) + " " + units[u];
 }
 
 }  // namespace gpudiag

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The tree's shape (issue 20): each code folder includes only from the folders
+docs/ARCHITECTURE.md §2 lets it use, and README's layout table names every folder of the
+tree and nothing that is not there."""
+import os
+import re
+import unittest
+
+SOURCE = os.environ.get("GPUDIAG_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+
+# Folder -> the folders its sources may include from (ARCHITECTURE §2), besides itself.
+MAY_USE = {
+    "util": set(),
+    "config": {"util"},
+    "nodeinfo": {"util"},
+    "nccllog": {"util"},
+    "stacks": {"nodeinfo", "util"},
+    "probe": {"util"},
+    "healthcheck": {"config", "nodeinfo", "util", "probe/probe_json.h"},
+    "spank": {"config", "nodeinfo", "nccllog", "stacks", "util"},
+    "cli": {"stacks", "nccllog", "nodeinfo", "util"},
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
+
+
+def code_folders():
+    """Top-level folders with a CMakeLists.txt that build product code."""
+    return sorted(d for d in os.listdir(SOURCE)
+                  if os.path.isfile(os.path.join(SOURCE, d, "CMakeLists.txt"))
+                  and d not in ("tests", "fuzz", "packaging"))
+
+
+def tree_folders():
+    """Top-level folders and the folders in tests/, without build trees or hidden ones."""
+    def keep(base, d):
+        p = os.path.join(base, d)
+        return (os.path.isdir(p) and not d.startswith(".")
+                and not os.path.exists(os.path.join(p, "CMakeCache.txt")))
+    top = [d for d in os.listdir(SOURCE) if keep(SOURCE, d)]
+    tests = [f"tests/{d}" for d in os.listdir(os.path.join(SOURCE, "tests")) if keep(os.path.join(SOURCE, "tests"), d)]
+    return sorted(top + tests)
+
+
+def layout_paths():
+    with open(os.path.join(SOURCE, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    paths = []
+    for line in section.splitlines():
+        m = re.match(r"^\| `([^`]+)`(?:, `([^`]+)`)? \|", line)
+        if m:
+            paths += [p.rstrip("/") for p in m.groups() if p]
+    return paths
+
+
+class Dependencies(unittest.TestCase):
+    def test_every_code_folder_has_rules(self):
+        self.assertEqual(code_folders(), sorted(MAY_USE))
+
+    def test_includes_follow_the_rules(self):
+        wrong = []
+        for folder, allowed in MAY_USE.items():
+            for name in sorted(os.listdir(os.path.join(SOURCE, folder))):
+                if not name.endswith((".cpp", ".h")):
+                    continue
+                with open(os.path.join(SOURCE, folder, name), encoding="utf-8") as f:
+                    for other, header in INCLUDE.findall(f.read()):
+                        if other != folder and other not in allowed and f"{other}/{header}" not in allowed:
+                            wrong.append(f"{folder}/{name} includes {other}/{header}")
+        self.assertEqual(wrong, [], "a folder uses one that ARCHITECTURE §2 does not let it use")
+
+
+class ReadmeLayout(unittest.TestCase):
+    def test_names_every_folder(self):
+        named = set(layout_paths())
+        missing = []
+        for d in tree_folders():
+            if d in named or d == "tests":
+                continue
+            # A folder may instead be covered file by file (docs/).
+            files = [f"{d}/{f}" for f in os.listdir(os.path.join(SOURCE, d))]
+            if not files or not all(f in named for f in files):
+                missing.append(d)
+        self.assertEqual(missing, [], "README's layout table lacks these folders")
+
+    def test_names_nothing_that_is_not_there(self):
+        gone = [p for p in layout_paths() if not os.path.exists(os.path.join(SOURCE, p))]
+        self.assertEqual(gone, [], "README's layout table names paths the tree does not have")
+
+
+if __name__ == "__main__":
+    unittest.main()
