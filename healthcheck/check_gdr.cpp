@@ -19,7 +19,9 @@ const char* kPeermemFix =
     "load it with `modprobe nvidia_peermem` and add it to /etc/modules-load.d/; or run NVIDIA's open kernel "
     "module >= 515 on Linux >= 5.12, which NCCL >= 2.19 uses through dma-buf";
 
-std::string kernel_text_of(KernelRelease k) { return std::to_string(k.major) + "." + std::to_string(k.minor); }
+std::string kernel_text_of(const std::optional<KernelRelease>& k) {
+  return k ? "Linux " + std::to_string(k->major) + "." + std::to_string(k->minor) : "an unknown kernel";
+}
 
 // The GPUDirect path, or why there is none. Returns the summary part.
 std::string judge_path(const GpuDirectFacts& f, Status missing, CheckResult& out) {
@@ -35,10 +37,13 @@ std::string judge_path(const GpuDirectFacts& f, Status missing, CheckResult& out
                  kPeermemFix});
     return "no GPUDirect RDMA";
   }
-  auto kernel = f.kernel_release ? parse_kernel_release(*f.kernel_release) : std::nullopt;
+  // Not a ternary: from one, gcc 12 (in a unity batch) warns that the release's fields may be
+  // uninitialized.
+  std::optional<KernelRelease> kernel;
+  if (f.kernel_release) kernel = parse_kernel_release(*f.kernel_release);
   auto driver = f.driver_version ? parse_nvidia_version(*f.driver_version) : std::nullopt;
   const bool kernel_too_old = kernel && !at_least(*kernel, kDmaBufKernel);
-  const std::string kernel_text = kernel ? "Linux " + kernel_text_of(*kernel) : "an unknown kernel";
+  const std::string kernel_text = kernel_text_of(kernel);
   const bool driver_unfit = driver && (!driver->open_module || driver->major < kDmaBufDriver);
   if (kernel && driver && !kernel_too_old && !driver_unfit) {
     out.add({"nvidia_peermem", Status::ok,
