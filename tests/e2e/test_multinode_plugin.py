@@ -215,14 +215,34 @@ class MultiNodePlugin(unittest.TestCase):
         self.assertRegex(r.stderr, r"gpudiag: no output for 20s on n\d; stacks in \S+/hang\.n\d\.txt; ending step")
         self.assertTrue(reports, r.stderr)
 
-    @unittest.expectedFailure
     def test_6b_every_node_writes_its_stacks(self):
-        # Issue 17.6: when one node's watchdog fires, every node of the step should dump
-        # before anything is killed. Today only the node whose watchdog fires first
-        # writes hang.<host>.txt; the others are torn down with the step (measured here:
-        # one report of three). This turns into an unexpected success once fixed.
+        # Issue 17.6: when one node's watchdog fires, every node of the step dumps before
+        # anything is killed: the rank that stalled (3, on n2) is often on another node.
+        # Before the fix only the node that fired first wrote hang.<host>.txt.
         r, took, reports = self.hang_step()
         self.assertEqual(sorted(reports), ["n1", "n2", "n3"], r.stderr)
+        declared = {}
+        for host, path in reports.items():
+            with open(path) as f:
+                text = f.read()
+            # Each node's report has the stacks of every task on that node, taken while
+            # they were all still alive.
+            ranks = sorted(int(m) for m in re.findall(r"^== task rank (\d+): program pid \d+, [1-9]\d* process", text, re.M))
+            self.assertEqual(ranks, {"n1": [0, 1], "n2": [2, 3], "n3": [4, 5]}[host], text[:3000])
+            self.assertNotIn("(gone)", text)
+            m = re.search(r"^gpudiag hang report: step \S+ on (n\d), (.*), at ", text, re.M)
+            self.assertEqual(m.group(1), host, text[:500])
+            declared[host] = m.group(2)
+        # One node (or two that fired together) declared the hang; the others name it.
+        firing = [h for h, why in declared.items() if why.startswith("no output from any task for 20s")]
+        self.assertTrue(firing, declared)
+        for host, why in declared.items():
+            if host not in firing:
+                self.assertRegex(why, r"^asked by the hang watchdog on n\d \(another node of the step\)$")
+        # One report per node: a node asked twice does not write a second one.
+        all_reports = glob.glob(os.path.join(os.path.dirname(next(iter(reports.values()))), "hang.*.txt"))
+        self.assertEqual(len(all_reports), 3, all_reports)
+        self.assertEqual(r.returncode, HANG_EXIT, r.stderr)
 
     # 9 ---------------------------------------------------------------------------------
     def test_9_summary_on_the_login_node_names_the_node_on_sockets(self):
