@@ -6,7 +6,7 @@
 // The mechanism is Slurm's own: the relay whose watchdog fires runs
 // `scancel --signal=URG --quiet JOB.STEP` (no shell, a deadline). slurmctld hands the
 // signal to the slurmstepd of every node of the step, which signals every process of
-// the step. Each node's relays catch SIGURG and take the node's marker as if their own
+// the step. Each node's relays learn of it (see start_spread_listener) and take the node's marker as if their own
 // watchdog had fired; whoever takes it dumps the node's tasks. The programs see SIGURG
 // too; its default action is to ignore it, nothing sends it to a program that did not
 // ask for it (F_SETOWN on a socket), and Go's runtime treats it as a spurious preemption.
@@ -28,6 +28,7 @@
 // that dir is shared), or until a deadline after which another node's report cannot
 // come anyway: nothing is killed while another node may still be looking at its tasks.
 #include <signal.h>
+#include <sys/types.h>
 
 #include <string>
 #include <vector>
@@ -51,6 +52,15 @@ bool stop_waiting(int reported, int nodes, double now, double deadline);
 
 // The relay's SIGURG handler (async-signal-safe: it sets a flag). Installed once.
 void catch_spread_signal();
+// Slurm signals every process of a step except those named slurmstepd (its kill_tree
+// and proctrack plugins skip them, so as not to signal slurmstepd itself), and the relay
+// is a fork of slurmstepd with that name. So each relay forks a listener, a child with a
+// name of its own that does nothing but pass SIGURG on to the relay. It dies with the
+// relay (PR_SET_PDEATHSIG) and is not part of the task's program tree, so no hang report
+// lists it. 0 when it cannot be forked (then only the node's own watchdog can fire).
+constexpr const char* kSpreadListenerName = "gpudiag-hangsig";  // its comm: 15 bytes at most
+pid_t start_spread_listener();
+void stop_spread_listener(pid_t pid);
 // True once per signal received since the last call.
 bool take_spread_request();
 

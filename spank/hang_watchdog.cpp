@@ -281,9 +281,11 @@ HangWatchdog::HangWatchdog(HangWatch w, pid_t child) : w_(std::move(w)), child_(
   [[maybe_unused]] ssize_t n = ::write(fd_, pid.data(), pid.size());
   last_touch_ = wall_now();
   catch_spread_signal();
+  if (w_.nodes > 1) listener_ = start_spread_listener();
 }
 
 HangWatchdog::~HangWatchdog() {
+  stop_spread_listener(listener_);
   if (fd_ < 0) return;
   ::close(fd_);
   ::unlink(my_file_.c_str());

@@ -103,6 +103,7 @@ class HangWatchdog {
   double last_touch_ = 0;
   double last_cpu_ = -1, last_cpu_at_ = 0;
   double kill_at_ = 0;  // when SIGKILL follows the SIGTERM; 0: not pending
+  pid_t listener_ = 0;  // passes Slurm's SIGURG on to this relay (hang_spread.h)
 };
 
 // Where the node's tasks of a step meet: /dev/shm/gpudiag-<uid>-<step> (or under TMPDIR

@@ -14,9 +14,11 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "spank/hang_spread.h"
 #include "spank/hang_watchdog.h"
+#include "stacks/step_processes.h"
 
 using namespace gpudiag;
 
@@ -47,6 +49,32 @@ TEST(HangSpread, OneRequestPerSignal) {
   ASSERT_EQ(::raise(SIGURG), 0);
   EXPECT_TRUE(take_spread_request());
   EXPECT_FALSE(take_spread_request());
+}
+
+// Slurm does not signal processes named slurmstepd, which the relay is: the listener,
+// a child with a name of its own, passes the signal on.
+TEST(HangSpread, TheListenerPassesSlurmsSignalOnToTheRelay) {
+  catch_spread_signal();
+  take_spread_request();
+  const pid_t listener = start_spread_listener();
+  ASSERT_GT(listener, 0);
+  std::string comm;
+  for (int i = 0; i < 200 && comm != "gpudiag-hangsig\n"; ++i) {
+    ::usleep(10000);
+    std::ifstream f("/proc/" + std::to_string(listener) + "/comm");
+    std::getline(f, comm);
+    comm += "\n";
+  }
+  EXPECT_EQ(comm, std::string(kSpreadListenerName) + "\n");
+  ASSERT_EQ(::kill(listener, SIGURG), 0);
+  bool got = false;
+  for (int i = 0; i < 200 && !got; ++i) {
+    ::usleep(10000);
+    got = take_spread_request();
+  }
+  EXPECT_TRUE(got);
+  stop_spread_listener(listener);
+  EXPECT_NE(::kill(listener, 0), 0);  // gone and reaped
 }
 
 namespace {
@@ -175,4 +203,21 @@ TEST(HangSpread, TwoRequestsOnOneNodeWriteOneReport) {
   ::kill(a, SIGKILL);
   ::kill(b, SIGKILL);
   EXPECT_TRUE(ended(a) && ended(b));
+}
+
+// `gpudiag stacks` takes the relay's children for the program: the listener is not one.
+TEST(HangSpread, TheListenerIsNotTakenForTheProgram) {
+  std::vector<ListedPid> listed = {{2041, "1", "0", 0}, {2045, "1", "0", -1}, {2046, "1", "0", -1}};
+  ProcTable table;
+  for (auto [pid, ppid, comm] : {std::tuple<pid_t, pid_t, const char*>{2000, 1, "slurmstepd"},
+                                 {2041, 2000, "slurmstepd"}, {2045, 2041, "python3"}, {2046, 2041, kSpreadListenerName}}) {
+    ProcStat s;
+    s.pid = pid;
+    s.ppid = ppid;
+    s.comm = comm;
+    table[pid] = s;
+  }
+  auto roots = step_task_roots(listed, table, {"1", std::string("0")}, "");
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0].pid, 2045);
 }
