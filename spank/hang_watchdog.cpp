@@ -1,6 +1,7 @@
 #include "spank/hang_watchdog.h"
 
 #include <dirent.h>
+#include <sys/types.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include <ctime>
 
 #include "nodeinfo/proc_tree.h"
+#include "spank/hang_spread.h"
 #include "stacks/stack_report.h"
 
 namespace gpudiag {
@@ -72,14 +74,13 @@ int create_private(int dir_fd, const std::string& name) {
   return fd;
 }
 
-// Writes the report to `dir`/hang.<host>.txt, or when that name is taken to
-// hang.<host>.<random>.txt. Returns the path, or "" with `why` set. The dir is opened
-// once and the report created relative to that fd: a dir renamed or replaced since the
-// task checked it is never written into by name (issue 21 A3).
-std::string write_report(const std::string& dir, const std::string& host, const std::string& text, std::string& why) {
+// The diag dir, opened once: what is made or read in it goes through this fd, so a dir
+// renamed or replaced since the task checked it is never used by name (issue 21 A3).
+// -1 with `why` set when it is missing or no longer this user's private directory.
+int open_private_dir(const std::string& dir, std::string& why) {
   if (dir.empty()) {
     why = "this step has no diag dir (see the message at its start)";
-    return "";
+    return -1;
   }
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   struct stat dst;
@@ -87,8 +88,16 @@ std::string write_report(const std::string& dir, const std::string& host, const 
     why = dfd < 0 ? "cannot open the diag dir " + dir + ": " + std::strerror(errno)
                   : "the diag dir " + dir + " is no longer this user's private directory";
     if (dfd >= 0) ::close(dfd);
-    return "";
+    return -1;
   }
+  return dfd;
+}
+
+// Writes the report to `dir`/hang.<host>.txt, or when that name is taken to
+// hang.<host>.<random>.txt. Returns the path, or "" with `why` set.
+std::string write_report(const std::string& dir, const std::string& host, const std::string& text, std::string& why) {
+  int dfd = open_private_dir(dir, why);
+  if (dfd < 0) return "";
   std::string name = "hang." + host + ".txt";
   int fd = create_private(dfd, name);
   for (int i = 0; fd < 0 && errno == EEXIST && i < 16; ++i) {
@@ -111,6 +120,66 @@ std::string write_report(const std::string& dir, const std::string& host, const 
     return "";
   }
   return path;
+}
+
+// The names in the diag dir (for the nodes' reports); empty when it cannot be read.
+std::vector<std::string> diag_dir_names(const std::string& dir) {
+  std::vector<std::string> names;
+  std::string why;
+  int dfd = open_private_dir(dir, why);
+  if (dfd < 0) return names;
+  DIR* d = ::fdopendir(dfd);
+  if (!d) {
+    ::close(dfd);
+    return names;
+  }
+  while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  ::closedir(d);
+  return names;
+}
+
+// Whether this node is the one to signal the step: the first to create hang.declared,
+// which names it for the other nodes' reports. Without a diag dir every declaring node
+// signals (a few signals too many, never none).
+bool claim_declared(const std::string& dir, const std::string& host) {
+  std::string why;
+  int dfd = open_private_dir(dir, why);
+  if (dfd < 0) return true;
+  int fd = create_private(dfd, kDeclaredName);
+  const bool mine = fd >= 0 || errno != EEXIST;
+  ::close(dfd);
+  if (fd >= 0) {
+    std::string text = host + "\n";
+    std::size_t off = 0;
+    write_all(fd, text, off);
+    ::close(fd);
+  }
+  return mine;
+}
+
+// The node named in hang.declared, or "" (not there yet, or not readable as a plain file).
+std::string declared_by(const std::string& dir) {
+  std::string why;
+  int dfd = open_private_dir(dir, why);
+  if (dfd < 0) return "";
+  int fd = ::openat(dfd, kDeclaredName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  ::close(dfd);
+  if (fd < 0) return "";
+  char buf[256] = {};
+  struct stat st;
+  ssize_t n = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? ::read(fd, buf, sizeof buf - 1) : -1;
+  ::close(fd);
+  if (n <= 0) return "";
+  std::string host(buf, static_cast<std::size_t>(n));
+  host = host.substr(0, host.find('\n'));
+  return escape_control(host);
+}
+
+void sleep_s(double s) {
+  if (s <= 0) return;
+  timespec ts{static_cast<time_t>(s), static_cast<long>((s - std::floor(s)) * 1e9)};
+  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
 }
 
 bool private_dir_of(const struct stat& st, uid_t uid) {
@@ -211,9 +280,12 @@ HangWatchdog::HangWatchdog(HangWatch w, pid_t child) : w_(std::move(w)), child_(
   std::string pid = std::to_string(child_) + "\n";
   [[maybe_unused]] ssize_t n = ::write(fd_, pid.data(), pid.size());
   last_touch_ = wall_now();
+  catch_spread_signal();
+  if (w_.nodes > 1) listener_ = start_spread_listener();
 }
 
 HangWatchdog::~HangWatchdog() {
+  stop_spread_listener(listener_);
   if (fd_ < 0) return;
   ::close(fd_);
   ::unlink(my_file_.c_str());
@@ -305,20 +377,42 @@ void HangWatchdog::tick() {
       last.push_back(static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9);
   }
   ::closedir(d);
-  if (marker || !node_silent(now, last, w_.duration_s)) return;
-  // One relay per node acts: whoever creates the marker.
+  // Another node declared the hang (hang_spread.h): this node dumps whether or not it is silent.
+  const bool asked = take_spread_request();
+  if (marker || (!asked && !node_silent(now, last, w_.duration_s))) return;
+  // One relay per node acts: whoever creates the marker. "dump" until the SIGTERM is
+  // out, so the node's other relays do not start their SIGKILL countdown while the
+  // step's nodes are still looking at their tasks.
   int m = ::open((w_.state_dir + "/" + kMarker).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (m < 0) return;
-  const char* what = w_.kill ? "kill\n" : "report\n";
+  const char* what = w_.kill ? "dump\n" : "report\n";
   [[maybe_unused]] ssize_t n = ::write(m, what, std::strlen(what));
   ::close(m);
-  declare_hang();
+  declare_hang(asked);
 }
 
-void HangWatchdog::declare_hang() {
+void HangWatchdog::wait_for_other_nodes(double start, bool torch_asked) const {
+  if (w_.nodes <= 1) return;
+  // The last node to start its report starts kSpreadLatency after this one at most,
+  // and its report has the same deadline as ours.
+  const double deadline = start + kSpreadLatency + w_.report_timeout_s + (torch_asked ? kDumpWait : 0);
+  while (!stop_waiting(reported_nodes(diag_dir_names(w_.diag_dir)), w_.nodes, wall_now(), deadline)) sleep_s(0.25);
+}
+
+void HangWatchdog::declare_hang(bool asked) {
+  const double start = wall_now();
+  // The step's other nodes dump too, before anything is killed (hang_spread.h).
+  bool spread = asked;
+  std::string spread_failed;
+  if (!asked && w_.nodes > 1 && claim_declared(w_.diag_dir, w_.host)) {
+    spread_failed = spread_hang(w_.step);
+    spread = spread_failed.empty();
+  } else if (!asked && w_.nodes > 1) {
+    spread = true;  // another node signalled the step already
+  }
   auto tasks = node_tasks();
   // torch's flight recorder first: a write to its pipe makes it dump to the diag dir.
-  bool asked = false;
+  bool asked_torch = false;
   for (auto& [rank, pid] : tasks) {
     if (w_.diag_dir.empty()) break;  // no diag dir: torch has no pipe to ask
     // torch made it as this user; anything else at that name is not asked.
@@ -327,24 +421,25 @@ void HangWatchdog::declare_hang() {
     if (fd < 0) continue;
     struct stat st;
     if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_uid == ::getuid())
-      asked |= ::write(fd, "1\n", 2) == 2;
+      asked_torch |= ::write(fd, "1\n", 2) == 2;
     ::close(fd);
   }
-  if (asked) {
-    timespec ts{static_cast<time_t>(kDumpWait), 0};
-    ::nanosleep(&ts, nullptr);
-  }
+  if (asked_torch) sleep_s(kDumpWait);
 
   std::vector<TaskRoot> roots;
   for (auto& [rank, pid] : tasks) roots.push_back({rank, pid});
   char when[64] = {};
   std::time_t t = std::time(nullptr);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S%z", std::localtime(&t));
-  std::string header = "gpudiag hang report: step " + w_.step + " on " + w_.host + ", no output from any task for " +
-                       format_duration(w_.duration_s) + (w_.cpu ? " and no CPU progress" : "") + ", at " + when +
+  std::string by = asked ? declared_by(w_.diag_dir) : "";
+  std::string why_now = asked ? "asked by " + (by.empty() ? std::string("SIGURG (another node's hang watchdog, or scancel --signal=URG)")
+                                                          : "the hang watchdog on " + by + " (another node of the step)")
+                              : "no output from any task for " + format_duration(w_.duration_s) +
+                                    (w_.cpu ? " and no CPU progress" : "");
+  std::string header = "gpudiag hang report: step " + w_.step + " on " + w_.host + ", " + why_now + ", at " + when +
                        "\naction: " + (w_.kill ? "kill (SIGTERM, then SIGKILL after " + format_duration(w_.kill_grace_s) + ")"
                                                : std::string("report (the step runs on)")) +
-                       (asked ? "\ntorch flight-recorder dump requested: " + w_.diag_dir + "/fr_trace.rank*" : "");
+                       (asked_torch ? "\ntorch flight-recorder dump requested: " + w_.diag_dir + "/fr_trace.rank*" : "");
   std::string report = stack_report(header, roots, find_stack_tools(), w_.report_timeout_s, w_.report_timeout_s);
   std::string why;
   std::string where = write_report(w_.diag_dir, w_.host, report, why);
@@ -354,9 +449,25 @@ void HangWatchdog::declare_hang() {
     say(report);
     where = "stderr";
   }
-  say("gpudiag: no output for " + format_duration(w_.duration_s) + " on " + w_.host + "; stacks in " + where + "; " +
-      (w_.kill ? "ending step (exit code " + std::to_string(kHangExitCode) + ")" : std::string("step runs on")));
+  const std::string ending =
+      w_.kill ? "ending step (exit code " + std::to_string(kHangExitCode) + ")" : std::string("step runs on");
+  if (asked)
+    say("gpudiag: hang declared " + (by.empty() ? std::string("by another node") : "on " + by) + "; stacks of " + w_.host +
+        " in " + where + "; " + ending);
+  else
+    say("gpudiag: no output for " + format_duration(w_.duration_s) + " on " + w_.host + "; stacks in " + where + "; " +
+        ending);
+  if (!spread_failed.empty())
+    say("gpudiag: cannot ask the step's other nodes for their stacks: " + spread_failed + "; only " + w_.host +
+        " wrote a hang report (with hang-action=report, gpudiag stacks " + w_.step + " collects every node's)");
   if (w_.kill) {
+    if (spread) wait_for_other_nodes(start, asked_torch);
+    // Now the node's other relays count down to their SIGKILL.
+    int m = ::open((w_.state_dir + "/" + kMarker).c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+    if (m >= 0) {
+      [[maybe_unused]] ssize_t n = ::write(m, "kill\n", 5);
+      ::close(m);
+    }
     signal_trees(SIGTERM);
     kill_at_ = wall_now() + w_.kill_grace_s;  // tick() follows with SIGKILL
   }

@@ -8,6 +8,12 @@
 // action kill, ends the node's tasks: SIGTERM, then SIGKILL after the grace period.
 // Every relay whose task was ended that way exits with kHangExitCode.
 //
+// Across nodes (hang_spread.h): the node that declares a hang signals the step's other
+// nodes through Slurm, each of them writes its own hang.<host>.txt, and no node kills
+// its tasks before every node's report is in (or a deadline passed). The marker says
+// "dump" while that goes on and "kill" once the SIGTERM is out: only then do the node's
+// other relays start their SIGKILL countdown.
+//
 // With the CPU rule, a task whose processes used at least kBusyCpuShare of a core since
 // the last look counts as making progress even when it prints nothing.
 //
@@ -57,6 +63,7 @@ struct HangWatch {
   std::string host;          // short node name, for the file name and the message
   std::string step;          // "JOB.STEP", for the report
   int rank = 0;
+  int nodes = 1;             // the step's nodes: with more than one, a hang spreads (hang_spread.h)
 };
 
 // Pure: the node is hung when every task's last progress is `duration` old or older.
@@ -81,7 +88,9 @@ class HangWatchdog {
   bool ended_for_hang() const;
 
  private:
-  void declare_hang();
+  // `asked`: another node declared the hang (SIGURG), this one dumps for the step.
+  void declare_hang(bool asked);
+  void wait_for_other_nodes(double start, bool torch_asked) const;
   std::vector<std::pair<int, pid_t>> node_tasks() const;  // rank, program pid
   void signal_trees(int sig);
 
@@ -94,6 +103,7 @@ class HangWatchdog {
   double last_touch_ = 0;
   double last_cpu_ = -1, last_cpu_at_ = 0;
   double kill_at_ = 0;  // when SIGKILL follows the SIGTERM; 0: not pending
+  pid_t listener_ = 0;  // passes Slurm's SIGURG on to this relay (hang_spread.h)
 };
 
 // Where the node's tasks of a step meet: /dev/shm/gpudiag-<uid>-<step> (or under TMPDIR

@@ -34,6 +34,7 @@ HangWatch hang_watch(const StepInputs& in, const std::string& diag_dir, const st
   w.diag_dir = diag_dir;
   w.host = host;
   w.rank = in.ids.rank;
+  w.nodes = in.ids.num_nodes;
   return w;
 }
 

@@ -107,7 +107,8 @@ std::vector<StepTask> step_task_roots(const std::vector<ListedPid>& listed, cons
       continue;
     }
     for (const auto& [child, cst] : table)
-      if (cst.ppid == pid && members.count(child)) out.push_back({child, p->global_id, p->step});
+      if (cst.ppid == pid && members.count(child) && cst.comm != kSpreadListenerName)  // not the program
+        out.push_back({child, p->global_id, p->step});
   }
   std::sort(out.begin(), out.end(), [](const StepTask& a, const StepTask& b) {
     return a.step != b.step ? a.step < b.step : a.rank != b.rank ? a.rank < b.rank : a.pid < b.pid;

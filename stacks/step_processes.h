@@ -14,6 +14,10 @@
 
 namespace gpudiag {
 
+// The relay's SIGURG listener (spank/hang_spread.h), a child of the relay that is not part
+// of the program: the task's stacks leave it out.
+constexpr const char* kSpreadListenerName = "gpudiag-hangsig";  // its comm: 15 bytes at most
+
 struct StepId {
   std::string job;                  // digits
   std::optional<std::string> step;  // digits, or nullopt: every step

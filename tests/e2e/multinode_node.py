@@ -2,7 +2,7 @@
 
 Run inside fresh UTS and mount namespaces (`unshare --uts --mount --propagation
 unchanged`; every mount is made private first, so nothing here reaches the host): sets the hostname, binds a
-private /etc/hosts, optionally shows an InfiniBand fixture as /sys/class/infiniband and
+private /etc/hosts and a /dev/shm of its own, optionally shows an InfiniBand fixture as /sys/class/infiniband and
 binds files over others (a per-node config), then execs the command. Every process
 that later enters these namespaces (slurmd, its slurmstepd, the tasks) sees the same.
 
@@ -55,6 +55,15 @@ def show_ib_fixture(fixture, stage):
     mount("--rbind", stage, "/sys/class")
 
 
+def private_dev_shm():
+    # A real node has a /dev/shm of its own: node-local state there (the hang watchdog's
+    # per-node dir, NCCL's segments) must not be one dir that every "node" shares. Same
+    # size as the host's, so the preflight's /dev/shm check sees what it would there.
+    st = os.statvfs("/dev/shm")
+    mount("-t", "tmpfs", "-o", f"mode=1777,nosuid,nodev,size={st.f_blocks * st.f_frsize}", "gpudiag-node-shm",
+          "/dev/shm")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hostname", required=True)
@@ -68,6 +77,7 @@ def main():
     make_mounts_private()
     socket.sethostname(a.hostname)
     mount("--bind", a.hosts, "/etc/hosts")
+    private_dev_shm()
     if a.ib:
         show_ib_fixture(a.ib, a.stage)
     for pair in a.bind:

@@ -6,6 +6,7 @@ import glob
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -192,13 +193,19 @@ class MultiNodePlugin(unittest.TestCase):
 
     def hang_step(self):
         """Once per class: 6 ranks on 3 nodes, rank 3 (on n2) asleep before it joins, the
-        others blocked waiting for it, hang=20s. (result, seconds, {host: report path})."""
+        others blocked waiting for it, hang=20s. The ranks on n1 and n3 keep printing while
+        they wait, so only n2's watchdog fires. (result, seconds, {host: report path})."""
         if MultiNodePlugin._hang is None:
             work = tempfile.mkdtemp(prefix="hang-", dir=self.tmp)
             os.chmod(work, 0o755)  # the diag dir's parent: the plugin refuses one others may write
             start = time.monotonic()
-            r = self.cluster.run(["srun", "-N3", "--ntasks-per-node=2", "--diag=hang=20s", PYTHON, HANG],
-                                 cwd=work, timeout=180, check=False, unset=CLEAN)
+            argv = ["srun", "-N3", "--ntasks-per-node=2", "--diag=hang=20s", PYTHON, HANG]
+            try:
+                r = self.cluster.run(argv, cwd=work, timeout=120, check=False, unset=CLEAN, env={"HEARTBEAT": "0,1,4,5"})
+            except subprocess.TimeoutExpired as e:
+                # The step never ended (n1's and n3's ranks print for ever): a failure, not an error.
+                out, err = (x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in (e.stdout, e.stderr))
+                r = subprocess.CompletedProcess(argv, None, out, err + "\n(srun still running after 120 s)")
             took = time.monotonic() - start
             reports = {os.path.basename(p).split(".")[1]: p
                        for p in glob.glob(os.path.join(work, "gpudiag-*", "hang.*.txt"))}
@@ -212,17 +219,37 @@ class MultiNodePlugin(unittest.TestCase):
         self.assertEqual(r.returncode, HANG_EXIT, r.stderr)
         self.assertGreaterEqual(took, 20)
         self.assertLess(took, 20 + HANG_SLACK)
-        self.assertRegex(r.stderr, r"gpudiag: no output for 20s on n\d; stacks in \S+/hang\.n\d\.txt; ending step")
+        self.assertRegex(r.stderr, r"gpudiag: no output for 20s on n2; stacks in \S+/hang\.n2\.txt; ending step")
         self.assertTrue(reports, r.stderr)
 
-    @unittest.expectedFailure
     def test_6b_every_node_writes_its_stacks(self):
-        # Issue 17.6: when one node's watchdog fires, every node of the step should dump
-        # before anything is killed. Today only the node whose watchdog fires first
-        # writes hang.<host>.txt; the others are torn down with the step (measured here:
-        # one report of three). This turns into an unexpected success once fixed.
+        # Issue 17.6: when one node's watchdog fires, every node of the step dumps before
+        # anything is killed: the rank that stalled (3, on n2) is often on another node.
+        # Before the fix only the node that fired first wrote hang.<host>.txt.
         r, took, reports = self.hang_step()
         self.assertEqual(sorted(reports), ["n1", "n2", "n3"], r.stderr)
+        declared = {}
+        for host, path in reports.items():
+            with open(path) as f:
+                text = f.read()
+            # Each node's report has the stacks of every task on that node, taken while
+            # they were all still alive.
+            ranks = sorted(int(m) for m in re.findall(r"^== task rank (\d+): program pid \d+, [1-9]\d* process", text, re.M))
+            self.assertEqual(ranks, {"n1": [0, 1], "n2": [2, 3], "n3": [4, 5]}[host], text[:3000])
+            self.assertNotIn("(gone)", text)
+            m = re.search(r"^gpudiag hang report: step \S+ on (n\d), (.*), at ", text, re.M)
+            self.assertEqual(m.group(1), host, text[:500])
+            declared[host] = m.group(2)
+        # n2 declared the hang; n1 and n3, whose ranks kept printing, dumped because n2 asked.
+        self.assertEqual(declared, {"n1": "asked by the hang watchdog on n2 (another node of the step)",
+                                    "n2": "no output from any task for 20s",
+                                    "n3": "asked by the hang watchdog on n2 (another node of the step)"})
+        for node in ("n1", "n3"):
+            self.assertIn(f"gpudiag: hang declared on n2; stacks of {node} in ", r.stderr)
+        # One report per node: a node asked twice does not write a second one.
+        all_reports = glob.glob(os.path.join(os.path.dirname(next(iter(reports.values()))), "hang.*.txt"))
+        self.assertEqual(len(all_reports), 3, all_reports)
+        self.assertEqual(r.returncode, HANG_EXIT, r.stderr)
 
     # 9 ---------------------------------------------------------------------------------
     def test_9_summary_on_the_login_node_names_the_node_on_sockets(self):
