@@ -29,6 +29,7 @@ extern "C" {
 #include "spank/preflight.h"
 #include "spank/rendezvous_check.h"
 #include "spank/slurm_node_addr.h"
+#include "spank/step_killer.h"
 #include "spank/plugin_args.h"
 #include "spank/step_plan.h"
 #include "spank/slurm_compat.h"
@@ -71,6 +72,7 @@ struct StepdSide {
   // in task_init, where the task exits non-zero and the message reaches the user's
   // terminal (issue 21.3).
   std::string remote_error;
+  gpudiag::StepKiller killer;  // a refused task ends the step on every node
 };
 
 Options g_opt;
@@ -210,6 +212,14 @@ bool preflight_passes(gpudiag::EnvTarget& env, const gpudiag::StepPlan& plan, in
   return false;
 }
 
+// gpudiag refuses this task: the step then ends on every node, not only here.
+int refuse_task(const std::string& why, bool say) {
+  g_stepd.killer.mark_refused();
+  const std::string hint = g_stepd.killer.fallback_hint();
+  if (say && !(why + hint).empty()) slurm_error("%s%s", why.empty() ? "gpudiag:" : why.c_str(), hint.c_str());
+  return -1;
+}
+
 int task_init(spank_t sp) {
   std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
   int local_id = 0;
@@ -219,8 +229,7 @@ int task_init(spank_t sp) {
   if (!g_stepd.remote_error.empty()) {
     // Every task fails; the first of each node says why (slurmstepd adds a line per task).
     item(sp, S_TASK_ID, local_id);
-    if (local_id == 0) slurm_error("%s", g_stepd.remote_error.c_str());
-    return -1;
+    return refuse_task(g_stepd.remote_error, local_id == 0);
   }
   item(sp, S_JOB_NNODES, nnodes);
   item(sp, S_JOB_NODEID, nodeid);
@@ -260,13 +269,10 @@ int task_init(spank_t sp) {
   }
 
   const gpudiag::StepPlan plan = gpudiag::plan_step(in);
-  if (plan.fail) {
-    slurm_error("%s", plan.fail->c_str());
-    return -1;
-  }
+  if (plan.fail) return refuse_task(*plan.fail, true);
   for (const auto& line : plan.notices) slurm_error("%s", line.c_str());
   gpudiag::apply_env(env, plan.env);
-  if (plan.preflight && !preflight_passes(env, plan, local_id)) return -1;
+  if (plan.preflight && !preflight_passes(env, plan, local_id)) return refuse_task("", local_id == 0);
   start_output_relay(plan, t.rank);
   return 0;
 }
@@ -360,6 +366,13 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
 }
 
 int slurm_spank_user_init(spank_t sp, int, char**) {
+  guarded("user init", 0, [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    // Before the tasks fork: they share the refusal flag with this process.
+    const bool can_end = gpudiag::slurm_compat::kill_job_step_symbol() != nullptr;
+    g_stepd.killer.prepare(can_end ? &gpudiag::slurm_compat::end_step : nullptr);
+    return 0;
+  });
   // The rendezvous check only gathers here; its verdict fails the tasks in task_init.
   guarded("user init", 0, [&] {
     if (spank_context() == S_CTX_REMOTE) check_rendezvous(sp);
@@ -406,6 +419,20 @@ int slurm_spank_exit(spank_t, int, char**) {
 
 int slurm_spank_task_init(spank_t sp, int, char**) {
   return guarded("task init", 0, [&] { return task_init(sp); });
+}
+
+// slurmstepd, as each task is reaped: a task gpudiag refused ends the step everywhere.
+int slurm_spank_task_exit(spank_t sp, int, char**) {
+  return guarded("task exit", 0, [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    std::uint32_t job = 0, step = 0, total = 1;
+    if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step) || !gpudiag::step_runs_tasks(step)) return 0;
+    // One task: it is the step, and it has already ended.
+    if (item(sp, S_JOB_TOTAL_TASK_COUNT, total) && total <= 1) return 0;
+    // The error goes to slurmd's log: the user's terminal already has the refusal.
+    if (auto err = g_stepd.killer.end_if_refused(job, step, host_name())) slurm_error("%s", err->c_str());
+    return 0;
+  });
 }
 
 }  // extern "C"
