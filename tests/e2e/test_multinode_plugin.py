@@ -173,11 +173,11 @@ class MultiNodePlugin(unittest.TestCase):
     @unittest.expectedFailure
     def test_5_no_program_starts_on_any_node(self):
         # Issue 17.5 asks that the program start on no node when one node fails its
-        # preflight. Today each node decides alone in task_init: n1 and n3 pass and exec
-        # the program before srun learns that n2 failed and ends the step (measured: the
-        # marks of n1 and n3 are there). Holding every node until all have passed needs a
-        # cross-node barrier the plugin does not have; this test turns into an unexpected
-        # success (a failure) once it does.
+        # preflight. Today each node decides alone in task_init: n2's slurmstepd ends the
+        # step on every node within a second of its refusal (StepKiller), but n1 and n3
+        # pass and exec the program before that (measured: their marks are there).
+        # Holding every node until all have passed needs a cross-node barrier the plugin
+        # does not have; this test turns into an unexpected success (a failure) once it does.
         r, marks = self.preflight_step()
         time.sleep(1)
         self.assertEqual(sorted(os.listdir(marks)), [], "the program ran on these nodes")
