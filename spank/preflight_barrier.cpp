@@ -1,6 +1,9 @@
 #include "spank/preflight_barrier.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -27,7 +30,8 @@ constexpr const char* kReportTag = "gpudiag-barrier";
 constexpr std::size_t kTokenHex = 32;
 constexpr std::size_t kNodeMax = 255;     // a host name
 constexpr double kClientIdle_s = 10;      // a connection that sends no report in time is dropped
-constexpr std::size_t kMaxPending = 4096; // unauthenticated connections held at once
+constexpr std::size_t kMaxPending = 256;  // connections without a report yet; the oldest goes first
+constexpr std::size_t kSpareFiles = 256;  // srun's own files beside one connection per task
 
 bool all_hex(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); });
@@ -102,8 +106,10 @@ void serve(int listen_fd, std::string token, std::uint32_t total, Clock::time_po
         if (fd < 0) break;
         std::size_t pending = std::count_if(clients.begin(), clients.end(), [](const Client& c) { return !c.reported; });
         if (pending >= kMaxPending) {
-          ::close(fd);
-          continue;
+          // A flood of silent connections: drop the oldest, since a task sends its line at once.
+          auto oldest = std::find_if(clients.begin(), clients.end(), [](const Client& c) { return !c.reported; });
+          ::close(oldest->fd);
+          clients.erase(oldest);
         }
         clients.push_back({fd, {}, now, false});
       }
@@ -309,13 +315,32 @@ BarrierStart start_barrier_server(std::uint32_t total_tasks, double deadline_s) 
     e.token += hex[c >> 4];
     e.token += hex[c & 15];
   }
+  // Every task holds a connection until the verdict.
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
+      total_tasks + kSpareFiles > nofile.rlim_cur) {
+    out.error = "the step has " + std::to_string(total_tasks) + " tasks and srun may open only " +
+                std::to_string(nofile.rlim_cur) + " files (ulimit -n)";
+    return out;
+  }
   int fd = listening_socket(e.port, out.error);
   if (fd < 0) return out;
+  // srun unloads its plugins (dlclose) at exit, and the thread may still be waiting then:
+  // keep this code mapped until the process ends, so srun's exit never waits for it.
+  Dl_info self{};
+  if (::dladdr(reinterpret_cast<void*>(&serve), &self) && self.dli_fname)
+    ::dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  // srun's signals stay with srun's own threads.
+  sigset_t all, old;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const auto until =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
   try {
     std::thread(serve, fd, e.token, total_tasks, until).detach();
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   } catch (const std::exception& ex) {
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     ::close(fd);
     out.error = std::string("no thread: ") + ex.what();
     return out;

@@ -23,7 +23,7 @@ BarrierReport report(std::uint32_t rank, bool passed, const std::string& node, c
 std::future<BarrierOutcome> task(const BarrierEndpoint& e, std::uint32_t rank, bool passed, const std::string& node,
                                  double deadline_s = 20) {
   return std::async(std::launch::async,
-                    [=] { return await_barrier("127.0.0.1", e, report(rank, passed, node), 5, deadline_s); });
+                    [=] { return await_barrier("127.0.0.1", e, report(rank, passed, node, e.token), 5, deadline_s); });
 }
 
 // A raw connection that sends `text` and leaves the socket open.
@@ -41,8 +41,9 @@ int hostile(int port, const std::string& text) {
 }  // namespace
 
 TEST(PreflightBarrier, LinesRoundTripAndAnythingElseIsRejected) {
-  auto r = parse_barrier_report(format_barrier_report(report(7, true, "gpu017")).substr(0, 
-      format_barrier_report(report(7, true, "gpu017")).size() - 1));
+  const std::string line = format_barrier_report(report(7, true, "gpu017"));
+  ASSERT_EQ(line.back(), '\n');
+  auto r = parse_barrier_report(line.substr(0, line.size() - 1));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->rank, 7u);
   EXPECT_TRUE(r->passed);
