@@ -37,8 +37,10 @@ bool all_hex(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); });
 }
 
+// A decimal number as the formatters write it: digits, no leading zero.
 bool all_digits(const std::string& s) {
-  return !s.empty() && s.size() <= 10 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+  return !s.empty() && s.size() <= 10 && (s.size() == 1 || s[0] != '0') &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
 bool good_node(const std::string& s) {

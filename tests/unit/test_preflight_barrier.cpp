@@ -52,6 +52,7 @@ TEST(PreflightBarrier, LinesRoundTripAndAnythingElseIsRejected) {
   EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " -1 ok n1"));
   EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " 99999999999 ok n1"));
   EXPECT_FALSE(parse_barrier_report("gpudiag-barrier short 1 ok n1"));
+  EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " 06 ok n1"));  // one spelling per rank (fuzz_barrier)
   EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " 1 fail n1\x1b[2J"));  // no escape to the terminal
   EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " 1 fail n1 extra"));
   EXPECT_FALSE(parse_barrier_report(""));
@@ -64,6 +65,7 @@ TEST(PreflightBarrier, LinesRoundTripAndAnythingElseIsRejected) {
   ASSERT_TRUE(e);
   EXPECT_EQ(format_barrier_env(*e), "40123:" + kToken);
   EXPECT_FALSE(parse_barrier_env("0:" + kToken));
+  EXPECT_FALSE(parse_barrier_env("040123:" + kToken));
   EXPECT_FALSE(parse_barrier_env("70000:" + kToken));
   EXPECT_FALSE(parse_barrier_env("40123:" + kToken.substr(1)));
   EXPECT_FALSE(parse_barrier_env("40123"));
