@@ -48,6 +48,9 @@ CALLS = {
     "parse_kmsg_record": "kmsg",
     "parse_kmsg_text": "kmsg",
     "parse_xid_message": "kmsg",
+    "parse_barrier_report": "barrier",
+    "parse_barrier_verdict": "barrier",
+    "parse_barrier_env": "barrier",
 }
 LITERAL = r'(R"\((?:.|\n)*?\)"|"(?:[^"\\\n]|\\.)*")'
 

@@ -21,14 +21,17 @@ extern "C" {
 
 #include "config/config.h"
 #include "nodeinfo/ib_discovery.h"
+#include "util/control_bytes.h"
 #include "spank/diag_dir.h"
 #include "spank/diag_options.h"
 #include "spank/env_writer.h"
 #include "spank/nccl_defaults.h"
 #include "spank/output_relay.h"
 #include "spank/preflight.h"
+#include "spank/preflight_barrier.h"
 #include "spank/rendezvous_check.h"
 #include "spank/slurm_node_addr.h"
+#include "spank/step_killer.h"
 #include "spank/plugin_args.h"
 #include "spank/step_plan.h"
 #include "spank/slurm_compat.h"
@@ -71,6 +74,7 @@ struct StepdSide {
   // in task_init, where the task exits non-zero and the message reaches the user's
   // terminal (issue 21.3).
   std::string remote_error;
+  gpudiag::StepKiller killer;  // a refused task ends the step on every node
 };
 
 Options g_opt;
@@ -210,6 +214,56 @@ bool preflight_passes(gpudiag::EnvTarget& env, const gpudiag::StepPlan& plan, in
   return false;
 }
 
+// gpudiag refuses this task: the step then ends on every node, not only here.
+int refuse_task(const std::string& why, bool say) {
+  g_stepd.killer.mark_refused();
+  const std::string hint = g_stepd.killer.fallback_hint();
+  if (say && !(why + hint).empty()) slurm_error("%s%s", why.empty() ? "gpudiag:" : why.c_str(), hint.c_str());
+  return -1;
+}
+
+// How long a task that passed waits for the other tasks' preflights (srun serves a little
+// longer): the launch of every node of the step must fit in it.
+constexpr double kBarrierWait_s = 60;
+
+// Under the preflight, no task starts the program until every task of the step passed
+// (srun's verdict). Returns whether this task may start it.
+bool barrier_lets_go(gpudiag::EnvTarget& env, const gpudiag::StepPlan& plan, int rank, int local_rank, bool passed) {
+  auto value = env.get(gpudiag::kBarrierEnv);
+  if (!value) return passed;  // srun has no barrier (one task, or it could not listen and said so)
+  auto endpoint = gpudiag::parse_barrier_env(*value);
+  auto srun_addr = env.get("SLURM_LAUNCH_NODE_IPADDR");
+  gpudiag::BarrierOutcome out;
+  if (endpoint && srun_addr) {
+    gpudiag::BarrierReport report{endpoint->token, static_cast<std::uint32_t>(rank), passed, plan.host};
+    out = gpudiag::await_barrier(*srun_addr, *endpoint, report, 5, kBarrierWait_s);
+  } else {
+    out.detail = "no usable " + std::string(gpudiag::kBarrierEnv) + " or SLURM_LAUNCH_NODE_IPADDR";
+  }
+  switch (out.kind) {
+    case gpudiag::BarrierOutcome::kGo:
+      return passed;
+    case gpudiag::BarrierOutcome::kStop:
+      return false;  // the failing node says why; this one is healthy and says nothing
+    case gpudiag::BarrierOutcome::kUnreachable:
+      // A firewall between the nodes and srun's host must not fail every step: this node
+      // goes on, and a failing node still ends the step (StepKiller).
+      if (passed && local_rank == 0)
+        slurm_error("gpudiag: preflight on %s: cannot reach srun for the cross-node barrier (%s): the program "
+                    "starts here without waiting for the other nodes; allow connections from the nodes to srun's "
+                    "host",
+                    plan.host.c_str(), gpudiag::escape_control(out.detail).c_str());
+      return passed;
+    case gpudiag::BarrierOutcome::kNoVerdict:
+      if (passed && local_rank == 0)
+        slurm_error("gpudiag: preflight on %s: %s from srun for the cross-node barrier: not starting the program "
+                    "(a node of the step did not report; see the errors above, or launch fewer nodes at once)",
+                    plan.host.c_str(), gpudiag::escape_control(out.detail).c_str());
+      return false;
+  }
+  return false;
+}
+
 int task_init(spank_t sp) {
   std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
   int local_id = 0;
@@ -219,8 +273,7 @@ int task_init(spank_t sp) {
   if (!g_stepd.remote_error.empty()) {
     // Every task fails; the first of each node says why (slurmstepd adds a line per task).
     item(sp, S_TASK_ID, local_id);
-    if (local_id == 0) slurm_error("%s", g_stepd.remote_error.c_str());
-    return -1;
+    return refuse_task(g_stepd.remote_error, local_id == 0);
   }
   item(sp, S_JOB_NNODES, nnodes);
   item(sp, S_JOB_NODEID, nodeid);
@@ -260,13 +313,13 @@ int task_init(spank_t sp) {
   }
 
   const gpudiag::StepPlan plan = gpudiag::plan_step(in);
-  if (plan.fail) {
-    slurm_error("%s", plan.fail->c_str());
-    return -1;
-  }
+  if (plan.fail) return refuse_task(*plan.fail, true);
   for (const auto& line : plan.notices) slurm_error("%s", line.c_str());
   gpudiag::apply_env(env, plan.env);
-  if (plan.preflight && !preflight_passes(env, plan, local_id)) return -1;
+  if (plan.preflight) {
+    const bool passed = preflight_passes(env, plan, local_id);
+    if (!barrier_lets_go(env, plan, t.rank, local_id, passed)) return refuse_task("", local_id == 0 && !passed);
+  }
   start_output_relay(plan, t.rank);
   return 0;
 }
@@ -292,6 +345,24 @@ void check_rendezvous(spank_t sp) {
     if (auto v = gpudiag::user_value(env, name)) user.emplace_back(name, *v);
   for (const auto& target : gpudiag::rendezvous_targets(user, gpudiag::planned_rendezvous_env(p, ids), nodeid == 0))
     g_stepd.rendezvous.push_back(gpudiag::gather_rendezvous(target, gpudiag::kRendezvousLookupDeadline));
+}
+
+// srun, once per step: the coordinator of the preflight barrier. A setenv here still
+// reaches the step's environment (22.05, checked). Without the preflight the variable is
+// removed, so that a step inside a step never reports to the outer srun.
+void start_preflight_barrier(spank_t sp) {
+  ::unsetenv(gpudiag::kBarrierEnv);
+  if (!g_opt.diag.preflight.value_or(g_opt.cfg.plugin.preflight.enabled)) return;
+  std::uint32_t total = 0;
+  if (!item(sp, S_JOB_TOTAL_TASK_COUNT, total) || total <= 1) return;
+  auto started = gpudiag::start_barrier_server(total, kBarrierWait_s + 10);
+  if (!started.endpoint) {
+    slurm_error("gpudiag: the preflight runs without its cross-node barrier (%s): a node that passes starts the "
+                "program without waiting for the others",
+                started.error.c_str());
+    return;
+  }
+  ::setenv(gpudiag::kBarrierEnv, gpudiag::format_barrier_env(*started.endpoint).c_str(), 1);
 }
 
 }  // namespace
@@ -360,6 +431,13 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
 }
 
 int slurm_spank_user_init(spank_t sp, int, char**) {
+  guarded("user init", 0, [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    // Before the tasks fork: they share the refusal flag with this process.
+    const bool can_end = gpudiag::slurm_compat::kill_job_step_symbol() != nullptr;
+    g_stepd.killer.prepare(can_end ? &gpudiag::slurm_compat::end_step : nullptr);
+    return 0;
+  });
   // The rendezvous check only gathers here; its verdict fails the tasks in task_init.
   guarded("user init", 0, [&] {
     if (spank_context() == S_CTX_REMOTE) check_rendezvous(sp);
@@ -380,6 +458,7 @@ int slurm_spank_local_user_init(spank_t sp, int, char**) {
     if (spank_context() != S_CTX_LOCAL) return 0;
     g_srun.have_step = item(sp, S_JOB_ID, g_srun.job_id) && item(sp, S_JOB_STEPID, g_srun.step_id);
     g_srun.job_uid = gpudiag::slurm_compat::srun_job_uid(sp);
+    start_preflight_barrier(sp);
     return 0;
   });
 }
@@ -406,6 +485,20 @@ int slurm_spank_exit(spank_t, int, char**) {
 
 int slurm_spank_task_init(spank_t sp, int, char**) {
   return guarded("task init", 0, [&] { return task_init(sp); });
+}
+
+// slurmstepd, as each task is reaped: a task gpudiag refused ends the step everywhere.
+int slurm_spank_task_exit(spank_t sp, int, char**) {
+  return guarded("task exit", 0, [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    std::uint32_t job = 0, step = 0, total = 1;
+    if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step) || !gpudiag::step_runs_tasks(step)) return 0;
+    // One task: it is the step, and it has already ended.
+    if (item(sp, S_JOB_TOTAL_TASK_COUNT, total) && total <= 1) return 0;
+    // The error goes to slurmd's log: the user's terminal already has the refusal.
+    if (auto err = g_stepd.killer.end_if_refused(job, step, host_name())) slurm_error("%s", err->c_str());
+    return 0;
+  });
 }
 
 }  // extern "C"

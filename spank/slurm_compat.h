@@ -3,10 +3,15 @@
 // plugin is compiled against the site's own headers (Slurm loads a plugin only from its
 // own major.minor), so SLURM_VERSION_NUMBER says which release this build is for.
 // Included only by the plugin module, after <slurm/spank.h>.
+#include <dlfcn.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 namespace gpudiag::slurm_compat {
 
@@ -37,6 +42,37 @@ inline uid_t srun_job_uid(spank_t sp) {
   if (uid == kSlurmAuthNobody) return ::getuid();
 #endif
   return uid;
+}
+
+// libslurm's slurm_kill_job_step, found at run time in slurmstepd (its libslurmfull
+// exports it: 22.05 and 24.11 checked), so a Slurm without it loads the plugin all the
+// same. The type comes from this build's own slurm.h: later releases added a flags
+// argument (0 keeps the old meaning). SIGKILL makes slurmctld cancel the step, which
+// srun reports and ends on every node; a signal other than SIGKILL only signals tasks.
+using KillJobStep = decltype(&::slurm_kill_job_step);
+
+inline KillJobStep kill_job_step_symbol() {
+  return reinterpret_cast<KillJobStep>(::dlsym(RTLD_DEFAULT, "slurm_kill_job_step"));
+}
+
+// A template, so that only the branch this slurm.h declares is compiled.
+template <class F>
+int call_kill_job_step(F kill, std::uint32_t job, std::uint32_t step) {
+  if constexpr (std::is_invocable_v<F, std::uint32_t, std::uint32_t, std::uint16_t, std::uint16_t>)
+    return kill(job, step, SIGKILL, 0);
+  else
+    return kill(job, step, SIGKILL);
+}
+
+// Ends job.step on every node: "" on success, else Slurm's reason. Call only from
+// slurmstepd's main process (not a forked task), with the step's own ids.
+inline std::string end_step(std::uint32_t job, std::uint32_t step) {
+  static const KillJobStep kill = kill_job_step_symbol();
+  if (!kill) return "this Slurm has no slurm_kill_job_step";
+  const int rc = call_kill_job_step(kill, job, step);
+  if (rc == 0) return "";
+  const char* text = slurm_strerror(errno);
+  return text ? text : "error " + std::to_string(errno);
 }
 
 }  // namespace gpudiag::slurm_compat

@@ -15,6 +15,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multinode_cluster import MultiNodeCluster, namespaces_usable  # noqa: E402
 from plugin_cluster import BUILD, PLUGIN, PYTHON, SOURCE  # noqa: E402
+from slurm_cluster import slurm_version  # noqa: E402
 from tagged import tag_of, untag  # noqa: E402
 from test_plugin_env import json_rows  # noqa: E402
 from test_plugin_failfast import HANG_EXIT, HANG_SLACK  # noqa: E402
@@ -34,6 +35,15 @@ DUMP = ("import json, os, socket; print(json.dumps(dict(host=socket.gethostname(
 
 def skip_reason():
     return namespaces_usable()
+
+
+def expected_failure_from_slurm_24_11(test):
+    """A known gap on 24.11 (the only newer release tested), a plain test on 22.05."""
+    try:
+        newer = slurm_version() >= (23, 11)
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        newer = False
+    return unittest.expectedFailure(test) if newer else test
 
 
 class MultiNodePlugin(unittest.TestCase):
@@ -171,17 +181,15 @@ class MultiNodePlugin(unittest.TestCase):
         self.assertTrue(all("gpudiag: preflight on n2: mlx5_1 port 1 is DOWN" in line for line in errors), r.stderr)
         self.assertFalse(os.path.exists(os.path.join(marks, "n2")), "the program ran on the sick node")
 
-    @unittest.expectedFailure
     def test_5_no_program_starts_on_any_node(self):
-        # Issue 17.5 asks that the program start on no node when one node fails its
-        # preflight. Today each node decides alone in task_init: n1 and n3 pass and exec
-        # the program before srun learns that n2 failed and ends the step (measured: the
-        # marks of n1 and n3 are there). Holding every node until all have passed needs a
-        # cross-node barrier the plugin does not have; this test turns into an unexpected
-        # success (a failure) once it does.
+        # Each node decides alone in task_init; without the barrier n1 and n3 passed and
+        # exec'd the program before n2's refusal ended the step (their marks were there).
+        # Under --diag=preflight srun holds every task until all have passed.
         r, marks = self.preflight_step()
         time.sleep(1)
         self.assertEqual(sorted(os.listdir(marks)), [], "the program ran on these nodes")
+        self.assertNotIn("gpudiag: preflight on n1", r.stderr)
+        self.assertNotIn("gpudiag: preflight on n3", r.stderr)
 
     def test_5_preflight_passes_on_healthy_nodes(self):
         r = self.run_clean("srun", "-w", "n1,n3", "--ntasks-per-node=1", "--diag=preflight", PYTHON, "-c", "print('ok')")
@@ -360,19 +368,29 @@ class NodeNamesResolveNowhere(unittest.TestCase):
         for kv in rows.values():
             self.assertEqual((kv["world"], kv["sum"], kv["master"].split(":")[0]), ("4", "10", "10.77.0.11"), kv)
 
-    @unittest.expectedFailure
+    # Measured on Debian 13 / Slurm 24.11 (scripts/test-on trixie): srun was still running
+    # at the 45 s timeout, so the refusing node's cancel did not end the step there; the
+    # cause is not found yet (22.05: 0.3 s). The preflight's barrier works on 24.11.
+    @expected_failure_from_slurm_24_11
     def test_unresolvable_user_master_addr_fails_fast_naming_it(self):
-        # Known gap (issues 17.5 and 22): the node where the name fails ends its task in
-        # task_init, but a node where it passes (n1 resolves its own name) starts the
-        # program, which then waits for the missing rank; srun does not end the step
-        # without --kill-on-bad-exit. Ending the step from the plugin is not done yet.
+        # A name only n1 resolves (in its own /etc/hosts, bound from the file appended to
+        # here): n2 refuses its task, n1 passes and starts the program, which would wait
+        # for the missing rank until torch's rendezvous timeout. The refusing node's
+        # slurmstepd ends the step on every node (no --kill-on-bad-exit), and the refusal,
+        # naming the node, still reaches srun.
+        with open(os.path.join(self.cluster.dir, "nodes", "n1", "hosts"), "a") as f:
+            f.write(f"{self.cluster.addr['n1']} rdzv-n1-only\n")
         t0 = time.monotonic()
+        # The user's MASTER_ADDR goes through (CLEAN would remove it after `env` adds it).
+        unset = tuple(name for name in CLEAN if name != "MASTER_ADDR")
         r = self.cluster.run(["srun", "-N2", "--ntasks-per-node=1", PYTHON, ALLREDUCE], cwd=self.tmp, timeout=45,
-                             check=False, unset=CLEAN, env={"MASTER_ADDR": "n1"})
+                             check=False, unset=unset, env={"MASTER_ADDR": "rdzv-n1-only"})
         took = time.monotonic() - t0
+        print(f"\n  measured: refused step ended after {took:.1f} s", file=sys.stderr)
         self.assertNotEqual(r.returncode, 0, r.stdout)
-        self.assertIn("gpudiag: MASTER_ADDR n1 does not resolve on", r.stderr)
-        self.assertLess(took, 60, r.stderr)
+        self.assertIn("gpudiag: MASTER_ADDR rdzv-n1-only does not resolve on n2: ", r.stderr)
+        self.assertNotIn("does not resolve on n1", r.stderr)
+        self.assertLess(took, 20, r.stderr)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

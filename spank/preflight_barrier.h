@@ -1,0 +1,78 @@
+#pragma once
+// The preflight barrier (issue 17.5): under --diag=preflight no program starts on any
+// node while one node fails. srun coordinates: it listens on an ephemeral TCP port and
+// hands `port:token` to the tasks (GPUDIAG_PREFLIGHT_BARRIER; a setenv in srun's
+// local_user_init reaches the step's environment, checked on 22.05). Each task, after its
+// checks in task_init, connects to $SLURM_LAUNCH_NODE_IPADDR:port, says `ok` or `fail`,
+// and an `ok` task waits for srun's verdict: `go` once every task of the step said ok,
+// `stop NODE` as soon as one failed. Another user may connect and send anything: the
+// token decides, reads are bounded, every wait has a deadline, and srun's exit never
+// waits for the thread. The parsers and the verdict rule are pure.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace gpudiag {
+
+inline constexpr const char* kBarrierEnv = "GPUDIAG_PREFLIGHT_BARRIER";
+inline constexpr std::size_t kBarrierLineMax = 512;  // a report or a verdict, newline included
+
+struct BarrierEndpoint {
+  int port = 0;
+  std::string token;  // 32 lowercase hex digits
+};
+std::string format_barrier_env(const BarrierEndpoint& e);
+std::optional<BarrierEndpoint> parse_barrier_env(const std::string& value);
+
+// A task's report: "gpudiag-barrier TOKEN RANK ok|fail NODE\n".
+struct BarrierReport {
+  std::string token;
+  std::uint32_t rank = 0;
+  bool passed = false;
+  std::string node;
+};
+std::string format_barrier_report(const BarrierReport& r);
+// One line without its newline; nullopt for anything else (the node name must be
+// printable and short: it reaches the user's terminal).
+std::optional<BarrierReport> parse_barrier_report(const std::string& line);
+
+// srun's answer: "go\n" or "stop NODE\n".
+struct BarrierVerdict {
+  bool go = false;
+  std::string failed_node;  // with !go
+};
+std::string format_barrier_verdict(const BarrierVerdict& v);
+std::optional<BarrierVerdict> parse_barrier_verdict(const std::string& line);
+
+// What srun has heard so far; the rule: the first failure stops every task, all `total`
+// ranks ok lets them go, anything else waits.
+struct BarrierTally {
+  std::uint32_t total = 0;
+  std::set<std::uint32_t> passed;
+  std::string failed_node;  // the first node that failed
+};
+void tally_report(BarrierTally& t, const BarrierReport& r);
+std::optional<BarrierVerdict> barrier_verdict(const BarrierTally& t);
+
+// srun: listens and serves the step's tasks on a detached thread until every task has
+// its verdict or `deadline_s` passes. Returns the endpoint to hand to the tasks, or an
+// error message (the step then runs without the barrier).
+struct BarrierStart {
+  std::optional<BarrierEndpoint> endpoint;
+  std::string error;
+};
+BarrierStart start_barrier_server(std::uint32_t total_tasks, double deadline_s);
+
+// A task: reports to srun and, when `passed`, waits for the verdict. `srun_addr` is
+// $SLURM_LAUNCH_NODE_IPADDR.
+struct BarrierOutcome {
+  enum Kind { kGo, kStop, kUnreachable, kNoVerdict } kind = kUnreachable;
+  std::string failed_node;  // kStop
+  std::string detail;       // kUnreachable, kNoVerdict: why
+};
+BarrierOutcome await_barrier(const std::string& srun_addr, const BarrierEndpoint& e, const BarrierReport& report,
+                             double connect_s, double deadline_s);
+
+}  // namespace gpudiag

@@ -1,0 +1,156 @@
+// The preflight barrier (issue 17.5): the line formats, the verdict rule, and srun's
+// server with real tasks (threads here) and a hostile client over loopback TCP.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <string>
+
+#include "spank/preflight_barrier.h"
+
+using namespace gpudiag;
+
+namespace {
+
+const std::string kToken = "0123456789abcdef0123456789abcdef";
+
+BarrierReport report(std::uint32_t rank, bool passed, const std::string& node, const std::string& token = kToken) {
+  return BarrierReport{token, rank, passed, node};
+}
+
+std::future<BarrierOutcome> task(const BarrierEndpoint& e, std::uint32_t rank, bool passed, const std::string& node,
+                                 double deadline_s = 20) {
+  return std::async(std::launch::async,
+                    [=] { return await_barrier("127.0.0.1", e, report(rank, passed, node, e.token), 5, deadline_s); });
+}
+
+// A raw connection that sends `text` and leaves the socket open.
+int hostile(int port, const std::string& text) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
+  (void)::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+  return fd;
+}
+
+}  // namespace
+
+TEST(PreflightBarrier, LinesRoundTripAndAnythingElseIsRejected) {
+  const std::string line = format_barrier_report(report(7, true, "gpu017"));
+  ASSERT_EQ(line.back(), '\n');
+  auto r = parse_barrier_report(line.substr(0, line.size() - 1));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->rank, 7u);
+  EXPECT_TRUE(r->passed);
+  EXPECT_EQ(r->node, "gpu017");
+  EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " 1 maybe n1"));
+  EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " -1 ok n1"));
+  EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " 99999999999 ok n1"));
+  EXPECT_FALSE(parse_barrier_report("gpudiag-barrier short 1 ok n1"));
+  EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " 06 ok n1"));  // one spelling per rank (fuzz_barrier)
+  EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " 1 fail n1\x1b[2J"));  // no escape to the terminal
+  EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " 1 fail n1 extra"));
+  EXPECT_FALSE(parse_barrier_report(""));
+  EXPECT_FALSE(parse_barrier_report(std::string(600, 'a')));
+  EXPECT_EQ(parse_barrier_verdict("go")->go, true);
+  EXPECT_EQ(parse_barrier_verdict("stop n2")->failed_node, "n2");
+  EXPECT_FALSE(parse_barrier_verdict("stop "));
+  EXPECT_FALSE(parse_barrier_verdict("GO"));
+  auto e = parse_barrier_env("40123:" + kToken);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(format_barrier_env(*e), "40123:" + kToken);
+  EXPECT_FALSE(parse_barrier_env("0:" + kToken));
+  EXPECT_FALSE(parse_barrier_env("040123:" + kToken));
+  EXPECT_FALSE(parse_barrier_env("70000:" + kToken));
+  EXPECT_FALSE(parse_barrier_env("40123:" + kToken.substr(1)));
+  EXPECT_FALSE(parse_barrier_env("40123"));
+}
+
+TEST(PreflightBarrier, VerdictRuleFirstFailureStopsAllOkGoes) {
+  BarrierTally t;
+  t.total = 3;
+  tally_report(t, report(0, true, "n1"));
+  tally_report(t, report(0, true, "n1"));  // twice: still one rank
+  tally_report(t, report(9, true, "n9"));  // out of range: not counted
+  EXPECT_FALSE(barrier_verdict(t));
+  tally_report(t, report(1, true, "n2"));
+  EXPECT_FALSE(barrier_verdict(t));
+  tally_report(t, report(2, true, "n3"));
+  ASSERT_TRUE(barrier_verdict(t));
+  EXPECT_TRUE(barrier_verdict(t)->go);
+  BarrierTally f;
+  f.total = 3;
+  tally_report(f, report(0, true, "n1"));
+  tally_report(f, report(1, false, "n2"));
+  tally_report(f, report(2, false, "n3"));
+  ASSERT_TRUE(barrier_verdict(f));
+  EXPECT_FALSE(barrier_verdict(f)->go);
+  EXPECT_EQ(barrier_verdict(f)->failed_node, "n2");  // the first failure is named
+}
+
+TEST(PreflightBarrier, EveryTaskGoesOnlyWhenAllPassed) {
+  auto s = start_barrier_server(3, 30);
+  ASSERT_TRUE(s.endpoint) << s.error;
+  auto a = task(*s.endpoint, 0, true, "n1");
+  auto b = task(*s.endpoint, 1, true, "n2");
+  // Neither may go before the third task reported.
+  EXPECT_EQ(a.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  auto c = task(*s.endpoint, 2, true, "n3");
+  EXPECT_EQ(a.get().kind, BarrierOutcome::kGo);
+  EXPECT_EQ(b.get().kind, BarrierOutcome::kGo);
+  EXPECT_EQ(c.get().kind, BarrierOutcome::kGo);
+}
+
+TEST(PreflightBarrier, OneFailureStopsTheOthersNamingTheFailingNode) {
+  auto s = start_barrier_server(3, 30);
+  ASSERT_TRUE(s.endpoint) << s.error;
+  auto a = task(*s.endpoint, 0, true, "n1");
+  auto bad = task(*s.endpoint, 1, false, "n2");
+  EXPECT_EQ(bad.get().kind, BarrierOutcome::kNoVerdict);  // a failing task does not wait
+  auto out = a.get();
+  EXPECT_EQ(out.kind, BarrierOutcome::kStop);
+  EXPECT_EQ(out.failed_node, "n2");
+  // A task that reports after the verdict gets it at once.
+  auto late = task(*s.endpoint, 2, true, "n3").get();
+  EXPECT_EQ(late.kind, BarrierOutcome::kStop);
+  EXPECT_EQ(late.failed_node, "n2");
+}
+
+TEST(PreflightBarrier, AnotherUsersConnectionsCannotForgeOrBlockTheVerdict) {
+  auto s = start_barrier_server(2, 30);
+  ASSERT_TRUE(s.endpoint) << s.error;
+  const int port = s.endpoint->port;
+  // Wrong token, garbage, an endless line, and a connection that says nothing.
+  const std::string wrong = "ffffffffffffffffffffffffffffffff";
+  int f1 = hostile(port, format_barrier_report(report(1, false, "evil", wrong)));
+  int f2 = hostile(port, "\x01\x02 garbage\n");
+  int f3 = hostile(port, std::string(4000, 'x'));
+  int f4 = hostile(port, "");
+  auto a = task(*s.endpoint, 0, true, "n1");
+  auto b = task(*s.endpoint, 1, true, "n2");
+  EXPECT_EQ(a.get().kind, BarrierOutcome::kGo);  // the forged failure was not counted
+  EXPECT_EQ(b.get().kind, BarrierOutcome::kGo);
+  for (int fd : {f1, f2, f3, f4})
+    if (fd >= 0) ::close(fd);
+}
+
+TEST(PreflightBarrier, WithoutAVerdictTheTaskGivesUpAtItsDeadline) {
+  auto s = start_barrier_server(2, 30);
+  ASSERT_TRUE(s.endpoint) << s.error;
+  auto out = task(*s.endpoint, 0, true, "n1", 0.5).get();  // rank 1 never reports
+  EXPECT_EQ(out.kind, BarrierOutcome::kNoVerdict);
+  EXPECT_NE(out.detail.find("no verdict"), std::string::npos) << out.detail;
+}
+
+TEST(PreflightBarrier, NoServerIsUnreachableNotAHang) {
+  auto s = start_barrier_server(1, 0.01);  // serves 10 ms, then closes its port
+  ASSERT_TRUE(s.endpoint) << s.error;
+  ::usleep(300 * 1000);
+  auto out = task(*s.endpoint, 0, true, "n1", 5).get();
+  EXPECT_EQ(out.kind, BarrierOutcome::kUnreachable);
+}
