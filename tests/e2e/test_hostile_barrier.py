@@ -8,6 +8,7 @@
 - the attacker squats the MASTER_PORT the plugin will pick for the victim's next jobs:
   the victim's step fails at once, naming the port and the fix."""
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
 from throwaway_users import ThrowawayUsers  # noqa: E402
 
-# As the attacker: every new listening TCP port of VICTIM_UID gets a forged failure for
+# As the attacker: every new listening TCP6 port of VICTIM_UID gets a forged failure for
 # each rank, garbage, a 4000-byte line and 50 silent connections; every process of the
 # victim gets a read of /proc/PID/environ. Prints what it did; runs until killed.
 ATTACK = r"""
@@ -25,7 +26,9 @@ import os, socket, sys, time
 victim = sys.argv[1]
 def listening():
     out = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    # gpudiag listens on IPv6 (dual stack); srun's own Slurm ports are IPv4 here, and
+    # silent connections to those hold srun in Slurm's code, not gpudiag's.
+    for table in ("/proc/net/tcp6",):
         try:
             lines = open(table).read().splitlines()[1:]
         except OSError:
@@ -85,17 +88,20 @@ class HostileBarrier(PluginClusterTest):
         super().tearDownClass()
 
     def as_user(self, user, argv, timeout=60):
-        return user.run(argv, env=dict(self.cluster.env), cwd=self.tmp, timeout=timeout)
+        try:
+            return user.run(argv, env=dict(self.cluster.env), cwd=user.home, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"{argv} as {user.role} still running after {timeout} s: stderr {e.stderr!r}")
 
     def start_attack(self, script, *args):
         p = self.attacker.popen([PYTHON, "-c", script, *args], env=dict(self.cluster.env), cwd=self.tmp,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.assertEqual(p.stdout.readline().strip(), "ready", p.stderr.read() if p.poll() is not None else "")
         return p
 
     @staticmethod
     def stop_attack(p):
-        p.kill()
+        os.killpg(p.pid, signal.SIGKILL)  # runuser, env and the attacker's python
         out, err = p.communicate(timeout=10)
         return out + err
 
@@ -113,7 +119,8 @@ class HostileBarrier(PluginClusterTest):
         self.assertNotIn("token read", log)
         self.assertEqual(r.returncode, 0, r.stderr + log)
         self.assertEqual(r.stdout.count("started"), 2, r.stdout)
-        self.assertNotIn("gpudiag:", r.stderr)
+        self.assertNotRegex(r.stderr, r"barrier|preflight|evil|error")
+        self.assertIn("started True", r.stdout)  # the token was there, for the victim's eyes only
 
     def test_a_squatted_master_port_fails_at_once_naming_the_fix(self):
         # The plugin's port is a function of the job id (spank/dist_env.cpp), so the
@@ -129,15 +136,21 @@ class HostileBarrier(PluginClusterTest):
                  "print('ready', flush=True)\n"
                  "time.sleep(600)\n")
         attack = self.start_attack(squat, *map(str, ports))
+        prog = [PYTHON, "-c", "print('started')"]
         try:
-            r = self.as_user(self.victim, ["srun", "-n2", PYTHON, "-c", "print('started')"])
+            enforced = self.as_user(self.victim, ["srun", "-n2", "--diag=preflight", *prog])
+            plain = self.as_user(self.victim, ["srun", "-n2", *prog])
         finally:
             self.stop_attack(attack)
-        self.assertNotEqual(r.returncode, 0, r.stdout)
-        self.assertNotIn("started", r.stdout)
-        self.assertRegex(r.stderr, r"gpudiag: port (\d+) for MASTER_ADDR cannot be bound on " + self.cluster.node +
-                         r": Address already in use .*set MASTER_PORT")
-
+        fix = (r"gpudiag: port \d+ for MASTER_ADDR cannot be bound on " + self.cluster.node +
+               r": Address already in use \(torch's rendezvous listens there\); set MASTER_PORT")
+        # The preflight makes it an error: no program starts.
+        self.assertNotEqual(enforced.returncode, 0, f"{enforced.stdout} squatted {ports}")
+        self.assertNotIn("started", enforced.stdout)
+        self.assertRegex(enforced.stderr, fix)
+        # Without it the step runs, warned (torch's own bind then fails, it does not hang).
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertRegex(plain.stderr, fix)
 
 if __name__ == "__main__":
     unittest.main()
