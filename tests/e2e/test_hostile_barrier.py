@@ -19,8 +19,8 @@ from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
 from throwaway_users import ThrowawayUsers  # noqa: E402
 
 # As the attacker: every new listening TCP6 port of VICTIM_UID gets a forged failure for
-# each rank, garbage, a 4000-byte line and 50 silent connections; every process of the
-# victim gets a read of /proc/PID/environ. Prints what it did; runs until killed.
+# each rank, garbage, a 4000-byte line and 50 silent connections, and a bind of the same
+# port on loopback; every process of the victim gets a read of /proc/PID/environ. Prints what it did; runs until killed.
 ATTACK = r"""
 import os, socket, sys, time
 victim = sys.argv[1]
@@ -54,6 +54,15 @@ while True:
         for _ in range(50):
             try:
                 held.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+            except OSError:
+                pass
+        # Take the port over on a more specific address than srun's wildcard.
+        for fam, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            try:
+                t = socket.socket(fam)
+                t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                t.bind((addr, port)); t.listen(); held.append(t)
+                print(f"stole {addr} {port}", flush=True)
             except OSError:
                 pass
         print(f"attacked {port}", flush=True)
@@ -117,6 +126,7 @@ class HostileBarrier(PluginClusterTest):
             log = self.stop_attack(attack)
         self.assertIn("attacked", log, "the attacker never saw srun's port: the test proves nothing")
         self.assertNotIn("token read", log)
+        self.assertNotIn("stole", log)
         self.assertEqual(r.returncode, 0, r.stderr + log)
         self.assertEqual(r.stdout.count("started"), 2, r.stdout)
         self.assertNotRegex(r.stderr, r"barrier|preflight|evil|error")
