@@ -6,7 +6,10 @@
   and tries to read the token from the victim's processes: the victim's step still
   runs, and the token is never read;
 - the attacker squats the MASTER_PORT the plugin will pick for the victim's next jobs:
-  the victim's step fails at once, naming the port and the fix."""
+  under the preflight the victim's step fails at once, naming the port and the fix;
+  without it the step runs with that warning;
+- the attacker sends the hang spread's SIGURG to the victim's step (scancel) and to
+  every process of the victim: both are refused, and no hang report is written."""
 import os
 import signal
 import subprocess
@@ -161,6 +164,35 @@ class HostileBarrier(PluginClusterTest):
         # Without it the step runs, warned (torch's own bind then fails, it does not hang).
         self.assertEqual(plain.returncode, 0, plain.stderr)
         self.assertRegex(plain.stderr, fix)
+
+    def test_another_user_cannot_spread_a_hang_into_the_victims_step(self):
+        # The hang spread (issue 17.6) is Slurm's URG signal to the step and the kernel's
+        # to the relays: neither lets another user through, so no report is written.
+        prog = "import os, time; print('up', os.environ['SLURM_JOB_ID'], flush=True); time.sleep(4)"
+        victim = self.victim.popen(["srun", "-n2", "--diag=hang=60s", PYTHON, "-c", prog], env=dict(self.cluster.env),
+                                   cwd=self.victim.home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            job = victim.stdout.readline().split()[-1]
+            poke = ("import os, subprocess, sys\n"
+                    "r = subprocess.run(['scancel', '--signal=URG', sys.argv[1] + '.0'], capture_output=True, text=True)\n"
+                    "print('scancel', r.returncode, r.stderr.strip())\n"
+                    "for pid in os.listdir('/proc'):\n"
+                    "    try:\n"
+                    "        if pid.isdigit() and str(os.stat('/proc/' + pid).st_uid) == sys.argv[2]:\n"
+                    "            os.kill(int(pid), 23); print('signalled', pid)\n"
+                    "    except OSError:\n"
+                    "        pass\n")
+            r = self.as_user(self.attacker, [PYTHON, "-c", poke, job, str(self.victim.uid)])
+            out, err = victim.communicate(timeout=60)
+        finally:
+            if victim.poll() is None:
+                os.killpg(victim.pid, signal.SIGKILL)
+        self.assertRegex(r.stdout, r"scancel [1-9]")
+        self.assertNotIn("signalled", r.stdout)
+        self.assertEqual(victim.returncode, 0, err)
+        self.assertNotIn("hang", err)
+        self.assertEqual([n for n in os.listdir(self.victim.home) if n.startswith("gpudiag-")
+                          for f in os.listdir(os.path.join(self.victim.home, n)) if f.startswith("hang")], [])
 
 if __name__ == "__main__":
     unittest.main()
