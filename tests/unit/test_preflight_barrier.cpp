@@ -189,7 +189,7 @@ void flood(int port, std::atomic<bool>& stop, std::size_t hold) {
 // flood that fills srun's accept queue drops the task's SYNs, its connect gets no answer
 // within 5 s, and that reads as "srun is unreachable behind a firewall", which starts
 // the program (the failing node's StepKiller still ends the step within a second). It
-// failed 2 runs of 3 on 2 shared cores; a flood is a race, so it is disabled rather than
+// failed 5 runs of 7 on 2 shared cores; a flood is a race, so it is disabled rather than
 // an expected failure. Run it with --gtest_also_run_disabled_tests. Fixing it means
 // deciding what a task that cannot reach srun does (today: start, for firewalled sites).
 TEST(PreflightBarrier, DISABLED_AFloodNeverStartsTheProgramBesideAFailedNode) {
