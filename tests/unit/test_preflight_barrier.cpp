@@ -5,7 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <deque>
 #include <future>
+#include <thread>
+#include <vector>
 #include <string>
 
 #include "spank/preflight_barrier.h"
@@ -153,4 +157,54 @@ TEST(PreflightBarrier, NoServerIsUnreachableNotAHang) {
   ::usleep(300 * 1000);
   auto out = task(*s.endpoint, 0, true, "n1", 5).get();
   EXPECT_EQ(out.kind, BarrierOutcome::kUnreachable);
+}
+
+namespace {
+
+// Another user's flood: threads that open connections to srun's port as fast as they
+// can, say nothing, and hold up to `hold` each (closing the oldest), until `stop`.
+void flood(int port, std::atomic<bool>& stop, std::size_t hold) {
+  std::deque<int> open;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  while (!stop) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (fd < 0) break;
+    (void)::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    open.push_back(fd);
+    if (open.size() > hold) {
+      ::close(open.front());
+      open.pop_front();
+    }
+  }
+  for (int fd : open) ::close(fd);
+}
+
+}  // namespace
+
+// A flood may make a healthy task give up (the step fails), but should never let a
+// program start while another node failed. KNOWN GAP (brief A, found by this test): a
+// flood that fills srun's accept queue drops the task's SYNs, its connect gets no answer
+// within 5 s, and that reads as "srun is unreachable behind a firewall", which starts
+// the program (the failing node's StepKiller still ends the step within a second). It
+// failed 5 runs of 7 on 2 shared cores; a flood is a race, so it is disabled rather than
+// an expected failure. Run it with --gtest_also_run_disabled_tests. Fixing it means
+// deciding what a task that cannot reach srun does (today: start, for firewalled sites).
+TEST(PreflightBarrier, DISABLED_AFloodNeverStartsTheProgramBesideAFailedNode) {
+  auto s = start_barrier_server(2, 30);
+  ASSERT_TRUE(s.endpoint) << s.error;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> flooders;
+  for (int i = 0; i < 16; ++i) flooders.emplace_back(flood, s.endpoint->port, std::ref(stop), 200);
+  ::usleep(500 * 1000);  // the flood is under way before the tasks come
+  auto bad = task(*s.endpoint, 0, false, "bad");
+  auto good = task(*s.endpoint, 1, true, "good");
+  const auto g = good.get();
+  bad.get();
+  stop = true;
+  for (auto& t : flooders) t.join();
+  EXPECT_NE(g.kind, BarrierOutcome::kGo);
+  EXPECT_NE(g.kind, BarrierOutcome::kUnreachable) << g.detail;
 }

@@ -1,0 +1,198 @@
+"""The preflight barrier and the rendezvous check under a hostile second user (issues
+17.5 and 22), as real throwaway users on the real test Slurm:
+
+- the attacker watches /proc/net/tcp* for a port the victim's srun opens, and sends it
+  `fail` reports without the token, garbage, an endless line and silent connections,
+  and tries to read the token from the victim's processes: the victim's step still
+  runs, and the token is never read;
+- the attacker squats the MASTER_PORT the plugin will pick for the victim's next jobs:
+  under the preflight the victim's step fails at once, naming the port and the fix;
+  without it the step runs with that warning;
+- the attacker sends the hang spread's SIGURG to the victim's step (scancel) and to
+  every process of the victim: both are refused, and no hang report is written."""
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
+from throwaway_users import ThrowawayUsers  # noqa: E402
+
+# As the attacker: every new listening TCP6 port of VICTIM_UID gets a forged failure for
+# each rank, garbage, a 4000-byte line and 50 silent connections, and a bind of the same
+# port on loopback; every process of the victim gets a read of /proc/PID/environ. Prints what it did; runs until killed.
+ATTACK = r"""
+import os, socket, sys, time
+victim = sys.argv[1]
+def listening():
+    out = set()
+    # gpudiag listens on IPv6 (dual stack); srun's own Slurm ports are IPv4 here, and
+    # silent connections to those hold srun in Slurm's code, not gpudiag's.
+    for table in ("/proc/net/tcp6",):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for l in lines:
+            f = l.split()
+            if f[3] == "0A" and f[7] == victim:
+                out.add(int(f[1].rsplit(":", 1)[1], 16))
+    return out
+seen = listening()
+held = []
+print("ready", flush=True)
+while True:
+    for port in listening() - seen:
+        seen.add(port)
+        for text in [f"gpudiag-barrier {'f' * 32} {r} fail evil\n" for r in range(4)] + ["\x01\x02 junk\n", "x" * 4000]:
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=1)
+                s.sendall(text.encode())
+                held.append(s)
+            except OSError:
+                pass
+        for _ in range(50):
+            try:
+                held.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+            except OSError:
+                pass
+        # Take the port over on a more specific address than srun's wildcard.
+        for fam, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            try:
+                t = socket.socket(fam)
+                t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                t.bind((addr, port)); t.listen(); held.append(t)
+                print(f"stole {addr} {port}", flush=True)
+            except OSError:
+                pass
+        print(f"attacked {port}", flush=True)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if str(os.stat(f"/proc/{pid}").st_uid) != victim:
+                continue
+            if b"GPUDIAG_PREFLIGHT_BARRIER" in open(f"/proc/{pid}/environ", "rb").read():
+                print(f"token read from {pid}", flush=True)
+        except OSError:
+            pass
+    time.sleep(0.002)
+"""
+
+
+class HostileBarrier(PluginClusterTest):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        try:
+            cls.users = ThrowawayUsers("victim", "attacker").__enter__()
+        except BaseException:
+            super().tearDownClass()
+            raise
+        cls.victim, cls.attacker = cls.users["victim"], cls.users["attacker"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.users.__exit__(None, None, None)
+        super().tearDownClass()
+
+    def as_user(self, user, argv, timeout=60):
+        try:
+            return user.run(argv, env=dict(self.cluster.env), cwd=user.home, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"{argv} as {user.role} still running after {timeout} s: stderr {e.stderr!r}")
+
+    def start_attack(self, script, *args):
+        p = self.attacker.popen([PYTHON, "-c", script, *args], env=dict(self.cluster.env), cwd=self.tmp,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.assertEqual(p.stdout.readline().strip(), "ready", p.stderr.read() if p.poll() is not None else "")
+        return p
+
+    @staticmethod
+    def stop_attack(p):
+        os.killpg(p.pid, signal.SIGKILL)  # runuser, env and the attacker's python
+        out, err = p.communicate(timeout=10)
+        return out + err
+
+    def test_another_user_cannot_forge_block_or_read_the_barrier(self):
+        attack = self.start_attack(ATTACK, str(self.victim.uid))
+        try:
+            # Each task reads its own environment once it runs: the token is there, for
+            # the victim's eyes only.
+            r = self.as_user(self.victim, ["srun", "-n2", "--diag=preflight", PYTHON, "-c",
+                                           "import os, time; time.sleep(1); "
+                                           "print('started', 'GPUDIAG_PREFLIGHT_BARRIER' in os.environ)"])
+        finally:
+            log = self.stop_attack(attack)
+        self.assertIn("attacked", log, "the attacker never saw srun's port: the test proves nothing")
+        self.assertNotIn("token read", log)
+        self.assertNotIn("stole", log)
+        self.assertEqual(r.returncode, 0, r.stderr + log)
+        self.assertEqual(r.stdout.count("started"), 2, r.stdout)
+        self.assertNotRegex(r.stderr, r"barrier|preflight|evil|error")
+        self.assertIn("started True", r.stdout)  # the token was there, for the victim's eyes only
+
+    def test_a_squatted_master_port_fails_at_once_naming_the_fix(self):
+        # The plugin's port is a function of the job id (spank/dist_env.cpp), so the
+        # attacker can listen on the next jobs' ports on the first node before they run.
+        r = self.cluster.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], cwd=self.tmp)
+        nxt = int(r.stdout.strip()) + 1
+        ports = [61000 + (job * 7919) % (65535 - 61000 + 1) for job in range(nxt, nxt + 3)]
+        squat = ("import socket, sys, time\n"
+                 "held = []\n"
+                 "for p in sys.argv[1:]:\n"
+                 "    s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
+                 "    s.bind(('::', int(p))); s.listen(); held.append(s)\n"
+                 "print('ready', flush=True)\n"
+                 "time.sleep(600)\n")
+        attack = self.start_attack(squat, *map(str, ports))
+        prog = [PYTHON, "-c", "print('started')"]
+        try:
+            enforced = self.as_user(self.victim, ["srun", "-n2", "--diag=preflight", *prog])
+            plain = self.as_user(self.victim, ["srun", "-n2", *prog])
+        finally:
+            self.stop_attack(attack)
+        fix = (r"gpudiag: port \d+ for MASTER_ADDR cannot be bound on " + self.cluster.node +
+               r": Address already in use \(torch's rendezvous listens there\); set MASTER_PORT")
+        # The preflight makes it an error: no program starts.
+        self.assertNotEqual(enforced.returncode, 0, f"{enforced.stdout} squatted {ports}")
+        self.assertNotIn("started", enforced.stdout)
+        self.assertRegex(enforced.stderr, fix)
+        # Without it the step runs, warned (torch's own bind then fails, it does not hang).
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertRegex(plain.stderr, fix)
+
+    def test_another_user_cannot_spread_a_hang_into_the_victims_step(self):
+        # The hang spread (issue 17.6) is Slurm's URG signal to the step and the kernel's
+        # to the relays: neither lets another user through, so no report is written.
+        prog = "import os, time; print('up', os.environ['SLURM_JOB_ID'], flush=True); time.sleep(4)"
+        victim = self.victim.popen(["srun", "-n2", "--diag=hang=60s", PYTHON, "-c", prog], env=dict(self.cluster.env),
+                                   cwd=self.victim.home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            job = victim.stdout.readline().split()[-1]
+            poke = ("import os, subprocess, sys\n"
+                    "r = subprocess.run(['scancel', '--signal=URG', sys.argv[1] + '.0'], capture_output=True, text=True)\n"
+                    "print('scancel', r.returncode, r.stderr.strip())\n"
+                    "for pid in os.listdir('/proc'):\n"
+                    "    try:\n"
+                    "        if pid.isdigit() and str(os.stat('/proc/' + pid).st_uid) == sys.argv[2]:\n"
+                    "            os.kill(int(pid), 23); print('signalled', pid)\n"
+                    "    except OSError:\n"
+                    "        pass\n")
+            r = self.as_user(self.attacker, [PYTHON, "-c", poke, job, str(self.victim.uid)])
+            out, err = victim.communicate(timeout=60)
+        finally:
+            if victim.poll() is None:
+                os.killpg(victim.pid, signal.SIGKILL)
+        self.assertRegex(r.stdout, r"scancel [1-9]")
+        self.assertNotIn("signalled", r.stdout)
+        self.assertEqual(victim.returncode, 0, err)
+        self.assertNotIn("hang", err)
+        self.assertEqual([n for n in os.listdir(self.victim.home) if n.startswith("gpudiag-")
+                          for f in os.listdir(os.path.join(self.victim.home, n)) if f.startswith("hang")], [])
+
+if __name__ == "__main__":
+    unittest.main()
