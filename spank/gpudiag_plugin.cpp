@@ -240,28 +240,20 @@ bool barrier_lets_go(gpudiag::EnvTarget& env, const gpudiag::StepPlan& plan, int
   } else {
     out.detail = "no usable " + std::string(gpudiag::kBarrierEnv) + " or SLURM_LAUNCH_NODE_IPADDR";
   }
-  switch (out.kind) {
-    case gpudiag::BarrierOutcome::kGo:
-      return passed;
-    case gpudiag::BarrierOutcome::kStop:
-      return false;  // the failing node says why; this one is healthy and says nothing
-    case gpudiag::BarrierOutcome::kUnreachable:
-      // A firewall between the nodes and srun's host must not fail every step: this node
-      // goes on, and a failing node still ends the step (StepKiller).
-      if (passed && local_rank == 0)
-        slurm_error("gpudiag: preflight on %s: cannot reach srun for the cross-node barrier (%s): the program "
-                    "starts here without waiting for the other nodes; allow connections from the nodes to srun's "
-                    "host",
-                    plan.host.c_str(), gpudiag::escape_control(out.detail).c_str());
-      return passed;
-    case gpudiag::BarrierOutcome::kNoVerdict:
-      if (passed && local_rank == 0)
-        slurm_error("gpudiag: preflight on %s: %s from srun for the cross-node barrier: not starting the program "
-                    "(a node of the step did not report; see the errors above, or launch fewer nodes at once)",
-                    plan.host.c_str(), gpudiag::escape_control(out.detail).c_str());
-      return false;
+  const bool start = gpudiag::barrier_allows_start(passed, out.kind);
+  if (passed && local_rank == 0) {
+    // A failing node says why itself; a healthy one stopped by srun says nothing.
+    if (out.kind == gpudiag::BarrierOutcome::kUnreachable)
+      slurm_error("gpudiag: preflight on %s: cannot reach srun for the cross-node barrier (%s): not starting the "
+                  "program, since no node may start while another fails its preflight; allow TCP connections from "
+                  "the nodes to srun's host (srun's own I/O needs them too), or run without --diag=preflight",
+                  plan.host.c_str(), gpudiag::escape_control(out.detail).c_str());
+    if (out.kind == gpudiag::BarrierOutcome::kNoVerdict)
+      slurm_error("gpudiag: preflight on %s: %s from srun for the cross-node barrier: not starting the program "
+                  "(a node of the step did not report; see the errors above, or launch fewer nodes at once)",
+                  plan.host.c_str(), gpudiag::escape_control(out.detail).c_str());
   }
-  return false;
+  return start;
 }
 
 int task_init(spank_t sp) {

@@ -405,4 +405,6 @@ BarrierOutcome await_barrier(const std::string& srun_addr, const BarrierEndpoint
   return out;
 }
 
+bool barrier_allows_start(bool passed, BarrierOutcome::Kind kind) { return passed && kind == BarrierOutcome::kGo; }
+
 }  // namespace gpudiag

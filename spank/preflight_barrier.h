@@ -75,4 +75,9 @@ struct BarrierOutcome {
 BarrierOutcome await_barrier(const std::string& srun_addr, const BarrierEndpoint& e, const BarrierReport& report,
                              double connect_s, double deadline_s);
 
+// Pure: whether a task that reached the barrier may start its program. Only on srun's go.
+// A task that cannot reach srun does not start either: a flood of connections on srun's
+// port looks just like a firewall, and no program may start while another node failed.
+bool barrier_allows_start(bool passed, BarrierOutcome::Kind kind);
+
 }  // namespace gpudiag
