@@ -77,7 +77,8 @@ class MultiNodeCluster(SlurmCluster):
         node's /sys/class/infiniband; `binds` {node: [(src, dst)]} binds files over others
         on that node (e.g. its own gpudiag.yaml); names_resolve=False puts the addresses
         in slurm.conf as NodeAddr and leaves the node names out of every /etc/hosts, so
-        a node name resolves nowhere (issue 22). return_to_service=1 keeps a node an
+        a node name resolves nowhere (issue 22; only the login node, where slurmctld
+        runs, resolves its own name). return_to_service=1 keeps a node an
         admin set DOWN down when its slurmd registers again (2 returns it to service)."""
         self.return_to_service = return_to_service
         super().__init__(extra_conf=extra_conf, keep=keep, slurmd_env=slurmd_env)
@@ -231,6 +232,11 @@ class MultiNodeCluster(SlurmCluster):
             f.write("127.0.0.1 localhost\n")
             if self.names_resolve:
                 f.writelines(f"{a} {n}\n" for n, a in self.addr.items())
+            elif node == self.login:
+                # slurmctld (here) reaches srun by srun's host name whenever a step ends
+                # or is cancelled; 24.11 retries a name that does not resolve for 10 s,
+                # with the job lock held. Sites resolve their submit hosts on the controller.
+                f.write(f"{self.addr[node]} {node}\n")
         argv = [PYTHON, NODE_SETUP, "--hostname", node, "--hosts", hosts]
         if node in self.ib:
             fixture = os.path.join(d, "infiniband")
