@@ -36,6 +36,7 @@ extern "C" {
 #include "spank/step_plan.h"
 #include "spank/slurm_compat.h"
 #include "spank/step_summary.h"
+#include "util/this_host.h"
 
 // SPANK_PLUGIN() gives these internal linkage in C++: declare them by hand.
 extern "C" {
@@ -152,12 +153,6 @@ bool item(spank_t sp, spank_item_t what, T& out) {
 std::string current_dir() {
   char cwd[4096];
   return ::getcwd(cwd, sizeof cwd) ? cwd : "";
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
 }
 
 // Loads the config named by the plugstack arguments. Errors are messages.
@@ -281,7 +276,7 @@ int task_init(spank_t sp) {
   in.env = gpudiag::read_task_env(env);
   in.nccl_env = g_stepd.nccl_env;
   in.cwd = current_dir();
-  in.hostname = host_name();
+  in.hostname = gpudiag::hostname();
   in.uid = ::getuid();
   in.user_env = &env;
   gpudiag::TaskIds& t = in.ids;
@@ -488,7 +483,7 @@ int slurm_spank_task_exit(spank_t sp, int, char**) {
     // One task: it is the step, and it has already ended.
     if (item(sp, S_JOB_TOTAL_TASK_COUNT, total) && total <= 1) return 0;
     // The error goes to slurmd's log: the user's terminal already has the refusal.
-    if (auto err = g_stepd.killer.end_if_refused(job, step, host_name())) slurm_error("%s", err->c_str());
+    if (auto err = g_stepd.killer.end_if_refused(job, step, gpudiag::hostname())) slurm_error("%s", err->c_str());
     return 0;
   });
 }
