@@ -45,3 +45,24 @@ class PluginClusterTest(unittest.TestCase):
         someone else on every release."""
         return self.cluster.run(["runuser", "-u", user, "--", "srun", *args], check=check, timeout=timeout, env=env,
                                 cwd=cwd or self.tmp, text=text)
+
+
+class TwoUsersClusterTest(PluginClusterTest):
+    """PluginClusterTest with two real throwaway accounts, cls.victim and cls.attacker,
+    removed with their processes whatever happens."""
+
+    @classmethod
+    def setUpClass(cls):
+        from throwaway_users import ThrowawayUsers
+        super().setUpClass()
+        try:
+            cls.users = ThrowawayUsers("victim", "attacker").__enter__()
+        except BaseException:
+            super().tearDownClass()
+            raise
+        cls.victim, cls.attacker = cls.users["victim"], cls.users["attacker"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.users.__exit__(None, None, None)
+        super().tearDownClass()

@@ -18,8 +18,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
-from throwaway_users import ThrowawayUsers  # noqa: E402
+from plugin_cluster import PYTHON, TwoUsersClusterTest  # noqa: E402
 
 # As the attacker: every new listening TCP6 port of VICTIM_UID gets a forged failure for
 # each rank, garbage, a 4000-byte line and 50 silent connections, and a bind of the same
@@ -83,21 +82,7 @@ while True:
 """
 
 
-class HostileBarrier(PluginClusterTest):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        try:
-            cls.users = ThrowawayUsers("victim", "attacker").__enter__()
-        except BaseException:
-            super().tearDownClass()
-            raise
-        cls.victim, cls.attacker = cls.users["victim"], cls.users["attacker"]
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.users.__exit__(None, None, None)
-        super().tearDownClass()
+class HostileBarrier(TwoUsersClusterTest):
 
     def as_user(self, user, argv, timeout=60):
         try:

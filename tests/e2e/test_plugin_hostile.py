@@ -18,8 +18,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
-from throwaway_users import ThrowawayUsers  # noqa: E402
+from plugin_cluster import PYTHON, TwoUsersClusterTest  # noqa: E402
 
 # What NCCL does with NCCL_DEBUG_FILE=DIR/nccl.%h.%p.log, as the task's user: open the
 # file for writing, following whatever is there. Also shows where the plugin pointed it.
@@ -31,25 +30,14 @@ NCCL_LIKE = ("import os, socket\n"
              "    open(p, 'w').write('NCCL INFO overwritten by the victim\\n')\n")
 
 
-class HostileNeighbour(PluginClusterTest):
+class HostileNeighbour(TwoUsersClusterTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        try:
-            cls.users = ThrowawayUsers("victim", "attacker").__enter__()
-        except BaseException:
-            super().tearDownClass()
-            raise
-        cls.victim, cls.attacker = cls.users["victim"], cls.users["attacker"]
         # A shared submit dir, as /scratch/shared or /tmp are.
         cls.shared = os.path.join(cls.tmp, "shared")
         os.mkdir(cls.shared)
         os.chmod(cls.shared, 0o1777)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.users.__exit__(None, None, None)
-        super().tearDownClass()
 
     def as_user(self, user, argv, cwd=None, env=None, timeout=120):
         e = dict(self.cluster.env)
