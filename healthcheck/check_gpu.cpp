@@ -6,6 +6,7 @@
 #include "healthcheck/gpu_driver_view.h"
 #include "healthcheck/gpu_probe.h"
 #include "util/text_lists.h"
+#include "probe/probe_json.h"
 
 namespace gpudiag {
 namespace {
@@ -14,21 +15,21 @@ std::string numa_text(int numa) { return numa < 0 ? "NUMA unknown" : fmt::format
 
 // The driver's memory error counts per GPU, for --format prometheus.
 void add_ecc_metrics(CheckResult& out, const nlohmann::json& data) {
-  if (!data.contains("gpus") || !data["gpus"].is_array()) return;
-  for (const auto& g : data["gpus"]) {
-    if (!g.is_object() || !g.contains("pci_bus_id") || !g["pci_bus_id"].is_string()) continue;
-    const std::vector<std::pair<std::string, std::string>> labels = {{"gpu", g["pci_bus_id"].get<std::string>()}};
-    if (g.contains("ecc_uncorrected_volatile") && g["ecc_uncorrected_volatile"].is_number_unsigned())
+  if (!data.contains(probe_json::kGpus) || !data[probe_json::kGpus].is_array()) return;
+  for (const auto& g : data[probe_json::kGpus]) {
+    if (!g.is_object() || !g.contains(probe_json::kPciBusId) || !g[probe_json::kPciBusId].is_string()) continue;
+    const std::vector<std::pair<std::string, std::string>> labels = {{"gpu", g[probe_json::kPciBusId].get<std::string>()}};
+    if (g.contains(probe_json::kEccUncorrectedVolatile) && g[probe_json::kEccUncorrectedVolatile].is_number_unsigned())
       out.metrics.push_back({"gpudiag_gpu_ecc_uncorrected_volatile",
                              "Uncorrected ECC errors on a GPU since the driver loaded (NVML volatile count).", labels,
-                             g["ecc_uncorrected_volatile"].get<double>()});
-    if (g.contains("remapped_rows") && g["remapped_rows"].is_object())
-      for (const char* kind : {"correctable", "uncorrectable"})
-        if (g["remapped_rows"].contains(kind) && g["remapped_rows"][kind].is_number_unsigned()) {
+                             g[probe_json::kEccUncorrectedVolatile].get<double>()});
+    if (g.contains(probe_json::kRemappedRows) && g[probe_json::kRemappedRows].is_object())
+      for (const char* kind : {probe_json::kRowsCorrectable, probe_json::kRowsUncorrectable})
+        if (g[probe_json::kRemappedRows].contains(kind) && g[probe_json::kRemappedRows][kind].is_number_unsigned()) {
           auto l = labels;
           l.emplace_back("cause", kind);
           out.metrics.push_back({"gpudiag_gpu_remapped_rows", "GPU memory rows remapped, by the error that caused it.",
-                                 l, g["remapped_rows"][kind].get<double>()});
+                                 l, g[probe_json::kRemappedRows][kind].get<double>()});
         }
   }
 }
@@ -119,7 +120,7 @@ void add_locality(CheckResult& out, const PciInventory& pci, const IbInventory& 
     nics_json.push_back(
         {{"name", n.name}, {"bdf", n.bdf}, {"numa", n.place.numa}, {"switch", n.place.switch_bdf}, {"gpus", near}});
   }
-  out.details["gpus"] = std::move(gpus_json);
+  out.details[probe_json::kGpus] = std::move(gpus_json);
   out.details["nics"] = std::move(nics_json);
 }
 

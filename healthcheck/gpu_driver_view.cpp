@@ -19,7 +19,7 @@ constexpr unsigned kSlowdownMarginC = 5;             // this close to the slowdo
 
 void check_clocks(CheckResult& out, const nlohmann::json& g, const std::string& subject, const std::string& who,
                   const GpuExpect& expect) {
-  if (auto reasons = probe_field<unsigned long long>(g, "clocks_event_reasons")) {
+  if (auto reasons = probe_field<unsigned long long>(g, probe_json::kClocksEventReasons)) {
     std::vector<std::string> names, fixes;
     if (*reasons & kHwSlowdown) {
       names.push_back("HW slowdown");
@@ -44,8 +44,8 @@ void check_clocks(CheckResult& out, const nlohmann::json& g, const std::string& 
                fix + " (`nvidia-smi -q -d PERFORMANCE`); gpu.throttle sets how severe this is"});
     }
   }
-  const auto temp = probe_field<unsigned long long>(g, "temperature_c");
-  const auto slowdown = probe_field<unsigned long long>(g, "slowdown_temperature_c");
+  const auto temp = probe_field<unsigned long long>(g, probe_json::kTemperatureC);
+  const auto slowdown = probe_field<unsigned long long>(g, probe_json::kSlowdownTemperatureC);
   if (temp && slowdown && *slowdown > 0 && (*temp >= *slowdown || *slowdown - *temp <= kSlowdownMarginC))
     out.add({subject, Status::warning,
              fmt::format("{}: {} C, {} its slowdown temperature of {} C", who, *temp,
@@ -53,7 +53,7 @@ void check_clocks(CheckResult& out, const nlohmann::json& g, const std::string& 
                          *slowdown),
              "the GPU is about to lower its clocks: check fans, airflow and the inlet temperature "
              "(`nvidia-smi -q -d TEMPERATURE`)"});
-  const auto replays = probe_field<unsigned long long>(g, "pcie_replay_count");
+  const auto replays = probe_field<unsigned long long>(g, probe_json::kPcieReplayCount);
   if (replays && *replays > expect.pcie_replay_max)
     out.add({subject, Status::warning,
              fmt::format("{}: {} PCIe replays since the driver loaded (gpu.pcie_replay_max {})", who, *replays,
@@ -64,28 +64,28 @@ void check_clocks(CheckResult& out, const nlohmann::json& g, const std::string& 
 
 void add_metrics(CheckResult& out, const nlohmann::json& g, const std::string& index, const std::string& bus) {
   const std::vector<std::pair<std::string, std::string>> labels = {{"gpu", index}, {"bdf", bus}};
-  if (auto t = probe_field<unsigned long long>(g, "temperature_c"))
+  if (auto t = probe_field<unsigned long long>(g, probe_json::kTemperatureC))
     out.metrics.push_back({"gpudiag_gpu_temperature_celsius", "GPU temperature (NVML, GPU sensor)", labels,
                            static_cast<double>(*t)});
-  if (auto r = probe_field<unsigned long long>(g, "clocks_event_reasons"))
+  if (auto r = probe_field<unsigned long long>(g, probe_json::kClocksEventReasons))
     out.metrics.push_back({"gpudiag_gpu_clocks_event_reasons",
                            "NVML clocks event (throttle) reasons bitmask: 0x8 HW slowdown, 0x40 HW thermal, 0x80 "
                            "HW power brake",
                            labels, static_cast<double>(*r)});
-  if (auto r = probe_field<unsigned long long>(g, "pcie_replay_count"))
+  if (auto r = probe_field<unsigned long long>(g, probe_json::kPcieReplayCount))
     out.metrics.push_back(
         {"gpudiag_gpu_pcie_replays", "PCIe replay counter since the driver loaded", labels, static_cast<double>(*r)});
 }
 
 void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const GpuExpect& expect) {
-  const auto index = probe_field<unsigned long long>(g, "index").value_or(pos);
+  const auto index = probe_field<unsigned long long>(g, probe_json::kIndex).value_or(pos);
   const std::string subject = fmt::format("GPU{}", index);
-  const std::string bus = probe_field<std::string>(g, "pci_bus_id").value_or("bus id unknown");
-  const std::string name = probe_field<std::string>(g, "name").value_or("unknown model");
+  const std::string bus = probe_field<std::string>(g, probe_json::kPciBusId).value_or("bus id unknown");
+  const std::string name = probe_field<std::string>(g, probe_json::kGpuName).value_or("unknown model");
   const std::string who = fmt::format("{} ({}, {})", subject, name, bus);
   std::size_t before = out.findings.size();
 
-  if (auto why = probe_field<std::string>(g, "not_accessible")) {
+  if (auto why = probe_field<std::string>(g, probe_json::kNotAccessible)) {
     // NO_PERMISSION: a job's device cgroup hides the GPU from this process. Nothing is
     // known about it from here, which is not a fault.
     out.add({subject, Status::unknown, fmt::format("{}: not accessible here ({})", subject, *why),
@@ -93,36 +93,36 @@ void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const
              "it"});
     return;
   }
-  if (g.contains("errors") && g["errors"].is_array())
-    for (const auto& e : g["errors"])
+  if (g.contains(probe_json::kErrors) && g[probe_json::kErrors].is_array())
+    for (const auto& e : g[probe_json::kErrors])
       if (e.is_string())
         out.add({subject, Status::critical, fmt::format("{}: {}", who, e.get<std::string>()),
                  "the driver cannot talk to this GPU: look for Xid errors in `dmesg`; reset it (`nvidia-smi -r`) or "
                  "reboot"});
-  if (auto ecc = probe_field<unsigned long long>(g, "ecc_uncorrected_volatile"); ecc && *ecc > 0)
+  if (auto ecc = probe_field<unsigned long long>(g, probe_json::kEccUncorrectedVolatile); ecc && *ecc > 0)
     out.add({subject, Status::critical,
              fmt::format("{}: {} uncorrected ECC error(s) since the driver loaded", who, *ecc),
              "results on this GPU cannot be trusted: drain, reset the GPU and watch whether the errors return; "
              "replace it if they do"});
-  if (probe_field<bool>(g, "retired_pages_pending").value_or(false))
+  if (probe_field<bool>(g, probe_json::kRetiredPagesPending).value_or(false))
     out.add({subject, Status::warning, fmt::format("{}: retired memory pages are pending", who),
              "reset the GPU (`nvidia-smi -r`) or reboot so that the pages are retired"});
-  if (g.contains("remapped_rows") && g["remapped_rows"].is_object()) {
-    const auto& rr = g["remapped_rows"];
-    if (probe_field<bool>(rr, "failure").value_or(false))
+  if (g.contains(probe_json::kRemappedRows) && g[probe_json::kRemappedRows].is_object()) {
+    const auto& rr = g[probe_json::kRemappedRows];
+    if (probe_field<bool>(rr, probe_json::kRowsFailure).value_or(false))
       out.add({subject, Status::critical, fmt::format("{}: row remapping failed", who),
                "the GPU has run out of spare memory rows: replace it"});
-    else if (probe_field<bool>(rr, "pending").value_or(false))
+    else if (probe_field<bool>(rr, probe_json::kRowsPending).value_or(false))
       out.add({subject, Status::warning, fmt::format("{}: a memory row remapping is pending", who),
                "reset the GPU (`nvidia-smi -r`) or reboot to apply it"});
   }
-  if (g.contains("nvlink") && g["nvlink"].is_array() && !g["nvlink"].empty()) {
+  if (g.contains(probe_json::kNvlinks) && g[probe_json::kNvlinks].is_array() && !g[probe_json::kNvlinks].empty()) {
     std::vector<std::string> down;
     int active = 0, total = 0;
-    for (const auto& l : g["nvlink"]) {
+    for (const auto& l : g[probe_json::kNvlinks]) {
       ++total;
-      if (probe_field<bool>(l, "active").value_or(false)) ++active;
-      else down.push_back(std::to_string(probe_field<unsigned long long>(l, "link").value_or(total - 1)));
+      if (probe_field<bool>(l, probe_json::kLinkActive).value_or(false)) ++active;
+      else down.push_back(std::to_string(probe_field<unsigned long long>(l, probe_json::kLink).value_or(total - 1)));
     }
     // All links down is how a PCIe card without a bridge looks; some down is a
     // degraded fabric, which costs every collective on the node.
@@ -134,18 +134,18 @@ void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const
                "see `nvidia-smi nvlink -s`; reseat or reboot; on HGX systems check that nvidia-fabricmanager runs"});
     }
   }
-  if (g.contains("fabric") && g["fabric"].is_object()) {
+  if (g.contains(probe_json::kFabric) && g[probe_json::kFabric].is_object()) {
     // NVSwitch systems: each GPU registers with the fabric manager before CUDA can use
     // it (nvmlGpuFabricState_t: 1 not started, 2 in progress, 3 completed).
-    const auto& f = g["fabric"];
-    const auto state = probe_field<unsigned long long>(f, "state").value_or(0);
-    const auto status = probe_field<unsigned long long>(f, "status").value_or(0);
+    const auto& f = g[probe_json::kFabric];
+    const auto state = probe_field<unsigned long long>(f, probe_json::kFabricState).value_or(0);
+    const auto status = probe_field<unsigned long long>(f, probe_json::kFabricStatus).value_or(0);
     const std::string fm = "check nvidia-fabricmanager (`systemctl status nvidia-fabricmanager`, "
                            "/var/log/fabricmanager.log); its version must match the driver's";
     if (state == 3 && status != 0)
       out.add({subject, Status::critical,
                fmt::format("{}: NVSwitch fabric registration failed: {}", who,
-                           probe_field<std::string>(f, "status_text").value_or(std::to_string(status))),
+                           probe_field<std::string>(f, probe_json::kFabricStatusText).value_or(std::to_string(status))),
                fm});
     else if (state == 1)
       out.add({subject, Status::critical, fmt::format("{}: NVSwitch fabric registration has not started", who), fm});
@@ -160,9 +160,9 @@ void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const
              "update gpu.model if the hardware changed"});
   if (out.findings.size() == before)
     out.add({subject, Status::ok,
-             fmt::format("{}: healthy{}", who, probe_field<bool>(g, "mig").value_or(false) ? ", MIG mode on" : ""), ""});
+             fmt::format("{}: healthy{}", who, probe_field<bool>(g, probe_json::kMig).value_or(false) ? ", MIG mode on" : ""), ""});
   // A few replays are normal link life; the count is in details either way.
-  if (auto replays = probe_field<unsigned long long>(g, "pcie_replay_count");
+  if (auto replays = probe_field<unsigned long long>(g, probe_json::kPcieReplayCount);
       replays && *replays > 0 && *replays <= expect.pcie_replay_max)
     out.add({subject, Status::ok, fmt::format("{}: {} PCIe replay(s) since the driver loaded", who, *replays), ""});
 }
@@ -170,11 +170,11 @@ void check_one(CheckResult& out, const nlohmann::json& g, std::size_t pos, const
 }  // namespace
 
 std::string add_driver_view(CheckResult& out, const nlohmann::json& devices, int pci_gpus, const GpuExpect& expect) {
-  if (!devices.contains("gpus") || !devices["gpus"].is_array()) {
+  if (!devices.contains(probe_json::kGpus) || !devices[probe_json::kGpus].is_array()) {
     out.add({"probe", Status::unknown, "the GPU probe's answer has no GPU list", "this is a gpudiag bug: please report it"});
     return "driver view unreadable";
   }
-  const auto& gpus = devices["gpus"];
+  const auto& gpus = devices[probe_json::kGpus];
   const int seen = static_cast<int>(gpus.size());
   if (seen < pci_gpus)
     out.add({"gpus", Status::critical,
@@ -186,7 +186,7 @@ std::string add_driver_view(CheckResult& out, const nlohmann::json& devices, int
              "PCI shows fewer NVIDIA GPUs than the driver: check --fs-root and `lspci -d 10de:`"});
   for (std::size_t i = 0; i < gpus.size(); ++i) check_one(out, gpus[i], i, expect);
   out.details["driver"] = devices;
-  std::string version = probe_field<std::string>(devices, "driver_version").value_or("");
+  std::string version = probe_field<std::string>(devices, probe_json::kDriverVersion).value_or("");
   return fmt::format("{} seen by driver{}", seen, version.empty() ? "" : " " + version);
 }
 

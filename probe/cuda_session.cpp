@@ -5,6 +5,7 @@
 
 #include "probe/probe_failure.h"
 #include "probe/probe_options.h"
+#include "probe/probe_json.h"
 
 namespace gpudiag::probe {
 
@@ -94,7 +95,7 @@ void CudaSession::wait(std::size_t i, CUevent ev, const char* what) const {
 nlohmann::json CudaSession::describe() const {
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t i = 0; i < gpus_.size(); ++i)
-    out.push_back({{"index", i}, {"name", gpus_[i].name}, {"pci_bus_id", gpus_[i].pci_bus_id}, {"uuid", gpus_[i].uuid}});
+    out.push_back({{probe_json::kIndex, i}, {probe_json::kGpuName, gpus_[i].name}, {probe_json::kPciBusId, gpus_[i].pci_bus_id}, {probe_json::kUuid, gpus_[i].uuid}});
   return out;
 }
 

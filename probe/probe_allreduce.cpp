@@ -114,7 +114,7 @@ nlohmann::json probe_allreduce(const ProbeOptions& opts) {
                         {"cuda_library", s.cu().lib.path}, {probe_json::kGpus, describe_joined(s, nvml_of)}, {"ranks", n}};
   if (nvml_error.is_null()) {
     out["nvml_gpus"] = nvml.size();
-    out["missing_from_cuda"] = missing_from_cuda(nvml, nvml_of);
+    out[probe_json::kMissingFromCuda] = missing_from_cuda(nvml, nvml_of);
   } else {
     out["nvml_error"] = nvml_error[probe_json::kError];
   }

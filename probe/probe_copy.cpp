@@ -31,7 +31,7 @@ nlohmann::json device_copy_bandwidth(CudaSession& s, std::size_t bytes, int iter
 nlohmann::json describe_joined(const CudaSession& s, const std::vector<int>& nvml_of) {
   nlohmann::json gpus = s.describe();
   for (std::size_t i = 0; i < gpus.size(); ++i)
-    gpus[i]["nvml_index"] = nvml_of[i] >= 0 ? nlohmann::json(nvml_of[i]) : nlohmann::json(nullptr);
+    gpus[i][probe_json::kNvmlIndex] = nvml_of[i] >= 0 ? nlohmann::json(nvml_of[i]) : nlohmann::json(nullptr);
   return gpus;
 }
 
@@ -111,7 +111,7 @@ nlohmann::json probe_peer_bandwidth(const ProbeOptions& opts, const std::vector<
       }
   return {{probe_json::kGpus, describe_joined(s, nvml_of)}, {probe_json::kBytes, bytes}, {probe_json::kPeerAccess, access_n},
           {probe_json::kGbps, gbps_n},
-          {"missing_from_cuda", missing_from_cuda(nvml, nvml_of)}};
+          {probe_json::kMissingFromCuda, missing_from_cuda(nvml, nvml_of)}};
 }
 
 }  // namespace gpudiag::probe

@@ -34,7 +34,7 @@ nlohmann::json nvlinks(const Nvml& nv, nvmlDevice_t h) {
     unsigned p2p = 1;
     if (nv.nvlink_capability && nv.nvlink_capability(h, l, kNvmlNvlinkCapP2pSupported, &p2p) == kNvmlSuccess && !p2p)
       continue;
-    links.push_back({{"link", l}, {"active", active != 0}});
+    links.push_back({{probe_json::kLink, l}, {probe_json::kLinkActive, active != 0}});
   }
   return links;
 }
@@ -44,51 +44,51 @@ nlohmann::json nvlinks(const Nvml& nv, nvmlDevice_t h) {
 void add_clocks_and_thermals(const Nvml& nv, nvmlDevice_t h, nlohmann::json& g) {
   unsigned long long reasons = 0;
   if (nv.clocks_event_reasons && nv.clocks_event_reasons(h, &reasons) == kNvmlSuccess)
-    g["clocks_event_reasons"] = reasons;
+    g[probe_json::kClocksEventReasons] = reasons;
   unsigned temp = 0;
-  if (nv.temperature && nv.temperature(h, kNvmlTemperatureGpu, &temp) == kNvmlSuccess) g["temperature_c"] = temp;
+  if (nv.temperature && nv.temperature(h, kNvmlTemperatureGpu, &temp) == kNvmlSuccess) g[probe_json::kTemperatureC] = temp;
   if (nv.temperature_threshold &&
       nv.temperature_threshold(h, kNvmlTemperatureThresholdSlowdown, &temp) == kNvmlSuccess)
-    g["slowdown_temperature_c"] = temp;
+    g[probe_json::kSlowdownTemperatureC] = temp;
   unsigned replays = 0;
-  if (nv.pcie_replay_counter && nv.pcie_replay_counter(h, &replays) == kNvmlSuccess) g["pcie_replay_count"] = replays;
+  if (nv.pcie_replay_counter && nv.pcie_replay_counter(h, &replays) == kNvmlSuccess) g[probe_json::kPcieReplayCount] = replays;
 }
 
 nlohmann::json describe_gpu(const Nvml& nv, unsigned index, const NvmlGpu& gpu) {
-  nlohmann::json g = {{"index", index}};
+  nlohmann::json g = {{probe_json::kIndex, index}};
   nlohmann::json errors = nlohmann::json::array();
   nvmlDevice_t h = gpu.handle;
   if (!h) {
     if (gpu.hidden) {
-      g["not_accessible"] = gpu.problem;
+      g[probe_json::kNotAccessible] = gpu.problem;
     } else {
       // GPU_IS_LOST and friends: the driver knows the GPU but cannot talk to it.
       errors.push_back(gpu.problem);
     }
-    g["errors"] = errors;
+    g[probe_json::kErrors] = errors;
     return g;
   }
-  if (!gpu.name.empty()) g["name"] = gpu.name;
-  if (!gpu.uuid.empty()) g["uuid"] = gpu.uuid;
+  if (!gpu.name.empty()) g[probe_json::kGpuName] = gpu.name;
+  if (!gpu.uuid.empty()) g[probe_json::kUuid] = gpu.uuid;
   nvmlPciInfo_t pci{};
   nvmlReturn_t r = nv.pci_info(h, &pci);
-  if (r == kNvmlSuccess) g["pci_bus_id"] = pci.busId;
+  if (r == kNvmlSuccess) g[probe_json::kPciBusId] = pci.busId;
   else errors.push_back("nvmlDeviceGetPciInfo failed: " + nv.err(r));
-  g["mig"] = gpu.mig;
+  g[probe_json::kMig] = gpu.mig;
 
   unsigned long long ecc = 0;
   r = nv.total_ecc(h, kUncorrected, kVolatile, &ecc);
-  if (r == kNvmlSuccess) g["ecc_uncorrected_volatile"] = ecc;
+  if (r == kNvmlSuccess) g[probe_json::kEccUncorrectedVolatile] = ecc;
   else if (r != kNvmlNotSupported && r != kNvmlNoPermission) errors.push_back("reading ECC counters failed: " + nv.err(r));
 
   int pending = 0;
   r = nv.retired_pending(h, &pending);
-  if (r == kNvmlSuccess) g["retired_pages_pending"] = pending != 0;
+  if (r == kNvmlSuccess) g[probe_json::kRetiredPagesPending] = pending != 0;
 
   if (nv.remapped_rows) {
     unsigned corr = 0, unc = 0, pend = 0, fail = 0;
     if (nv.remapped_rows(h, &corr, &unc, &pend, &fail) == kNvmlSuccess)
-      g["remapped_rows"] = {{"correctable", corr}, {"uncorrectable", unc}, {"pending", pend != 0}, {"failure", fail != 0}};
+      g[probe_json::kRemappedRows] = {{probe_json::kRowsCorrectable, corr}, {probe_json::kRowsUncorrectable, unc}, {probe_json::kRowsPending, pend != 0}, {probe_json::kRowsFailure, fail != 0}};
   }
   if (nv.fabric_info) {
     // Padded: later drivers may write a field more than the R535 struct has.
@@ -97,11 +97,11 @@ nlohmann::json describe_gpu(const Nvml& nv, unsigned index, const NvmlGpu& gpu) 
       char spare[64];
     } f{};
     if (nv.fabric_info(h, &f.info) == kNvmlSuccess && f.info.state != kNvmlFabricNotSupported)
-      g["fabric"] = {{"state", f.info.state}, {"status", f.info.status}, {"status_text", nv.err(f.info.status)}};
+      g[probe_json::kFabric] = {{probe_json::kFabricState, f.info.state}, {probe_json::kFabricStatus, f.info.status}, {probe_json::kFabricStatusText, nv.err(f.info.status)}};
   }
   add_clocks_and_thermals(nv, h, g);
-  g["nvlink"] = nvlinks(nv, h);
-  g["errors"] = errors;
+  g[probe_json::kNvlinks] = nvlinks(nv, h);
+  g[probe_json::kErrors] = errors;
   return g;
 }
 
@@ -114,12 +114,12 @@ nlohmann::json probe_error(const std::string& kind, const std::string& message, 
 nlohmann::json probe_devices(const ProbeOptions& opts) {
   NvmlSession s(opts.nvml_path);
   if (!s.error().is_null()) return s.error();
-  nlohmann::json out = {{"nvml_library", s.nvml().lib.path}};
+  nlohmann::json out = {{probe_json::kNvmlLibrary, s.nvml().lib.path}};
   char ver[96] = {};
-  if (s.nvml().driver_version(ver, sizeof ver) == kNvmlSuccess) out["driver_version"] = ver;
+  if (s.nvml().driver_version(ver, sizeof ver) == kNvmlSuccess) out[probe_json::kDriverVersion] = ver;
   nlohmann::json gpus = nlohmann::json::array();
   for (unsigned i = 0; i < s.gpus().size(); ++i) gpus.push_back(describe_gpu(s.nvml(), i, s.gpus()[i]));
-  out["gpus"] = gpus;
+  out[probe_json::kGpus] = gpus;
   return out;
 }
 
@@ -132,8 +132,8 @@ nlohmann::json probe_p2p(const ProbeOptions& opts) {
     const std::size_t n = s.gpus().size();
     nlohmann::json gpus = nlohmann::json::array();
     for (unsigned i = 0; i < n; ++i)
-      gpus.push_back({{"index", i}, {"name", s.gpus()[i].name}, {"pci_bus_id", s.gpus()[i].pci_bus_id}});
-    out["gpus"] = gpus;
+      gpus.push_back({{probe_json::kIndex, i}, {probe_json::kGpuName, s.gpus()[i].name}, {probe_json::kPciBusId, s.gpus()[i].pci_bus_id}});
+    out[probe_json::kGpus] = gpus;
     if (std::string mig = mig_gpus(s.gpus()); !mig.empty()) {
       // MIG instances cannot do P2P: the question does not apply.
       out[probe_json::kNotApplicable] = "MIG mode is on (" + mig + ")";

@@ -57,6 +57,42 @@ inline constexpr char kBandwidth[] = "bandwidth";
 inline constexpr char kPeerAccess[] = "peer_access";
 inline constexpr char kGbps[] = "gbps";
 
+// The devices section: {"nvml_library", "driver_version", "gpus": [{"index", "name",
+// "uuid", "pci_bus_id", "mig", "not_accessible"?, "errors": [...], "clocks_event_reasons",
+// "temperature_c", "slowdown_temperature_c", "pcie_replay_count",
+// "ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows": {"correctable",
+// "uncorrectable", "pending", "failure"}, "fabric": {"state", "status", "status_text"},
+// "nvlink": [{"link", "active"}]}]}. A GPU CUDA cannot see is in "missing_from_cuda";
+// one of CUDA's GPUs names its NVML row in "nvml_index" (null: none).
+inline constexpr char kNvmlLibrary[] = "nvml_library";
+inline constexpr char kDriverVersion[] = "driver_version";
+inline constexpr char kIndex[] = "index";
+inline constexpr char kUuid[] = "uuid";
+inline constexpr char kPciBusId[] = "pci_bus_id";
+inline constexpr char kMig[] = "mig";
+inline constexpr char kNotAccessible[] = "not_accessible";
+inline constexpr char kErrors[] = "errors";
+inline constexpr char kClocksEventReasons[] = "clocks_event_reasons";
+inline constexpr char kTemperatureC[] = "temperature_c";
+inline constexpr char kSlowdownTemperatureC[] = "slowdown_temperature_c";
+inline constexpr char kPcieReplayCount[] = "pcie_replay_count";
+inline constexpr char kEccUncorrectedVolatile[] = "ecc_uncorrected_volatile";
+inline constexpr char kRetiredPagesPending[] = "retired_pages_pending";
+inline constexpr char kRemappedRows[] = "remapped_rows";
+inline constexpr char kRowsCorrectable[] = "correctable";
+inline constexpr char kRowsUncorrectable[] = "uncorrectable";
+inline constexpr char kRowsPending[] = "pending";
+inline constexpr char kRowsFailure[] = "failure";
+inline constexpr char kFabric[] = "fabric";
+inline constexpr char kFabricState[] = "state";
+inline constexpr char kFabricStatus[] = "status";
+inline constexpr char kFabricStatusText[] = "status_text";
+inline constexpr char kNvlinks[] = "nvlink";
+inline constexpr char kLink[] = "link";
+inline constexpr char kLinkActive[] = "active";
+inline constexpr char kMissingFromCuda[] = "missing_from_cuda";
+inline constexpr char kNvmlIndex[] = "nvml_index";
+
 }  // namespace probe_json
 
 // A field of the probe's JSON, or nothing when it is absent or of another type.
