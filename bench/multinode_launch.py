@@ -1,30 +1,43 @@
 #!/usr/bin/python3
 """Step launch and output relay across nodes, with and without gpudiag.so, on the
 multi-node test cluster (tests/e2e/multinode_cluster.py: 3 slurmd nodes and a login
-node, each in its own namespaces, talking over a bridge).
+node, each in its own namespaces, talking over a bridge; all on this machine's cores).
 
 Usage: bench/multinode_launch.py [--build build] [--launches 20] [--lines 200000] [--runs 3] [--ntasks 12]
 
-Launch: wall time of `srun -N3 -n12 true` run on the login node, plugin and none
-interleaved launch by launch (the plugstack file is rewritten between launches; srun and
-slurmstepd read it at every launch); median of --launches each.
+Launch: wall time of `srun -N3 -nNTASKS true` run on the login node, median of --launches,
+three ways interleaved launch by launch:
+  none       empty plugstack
+  no relay   gpudiag.so with `plugin.prefix: never`: loading, config, env, no relay process
+  gpudiag    gpudiag.so as shipped (etc/gpudiag.yaml): the relay forks once per task
+and the same for one node's share (`srun -N1 -n NTASKS/3`): on a real cluster each node
+does its share on its own cores at the same time, here three nodes share this machine's.
+Also: what one fork costs on this machine (fork + _exit + waitpid of a small process),
+since the relay is one more process per task.
 Relay: `srun -N3 -n6`, each task writing --lines numbered lines; srun's stdout on the
 login node is read and counted here. Plugin and none interleaved run by run, median of
 --runs. CPU is the whole machine's (every node shares it).
 """
 import argparse
 import os
-import shutil
 import statistics
-import sys
-import tempfile
+import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
-sys.path.insert(0, HERE)
-from multinode_cluster import MultiNodeCluster  # noqa: E402
-from plugin_relay import WRITER, timed  # noqa: E402
+from multinode_bench import ROOT, MultiNodeBench, median_ms
+from plugin_relay import WRITER
+
+
+def fork_cost_ms(n=200):
+    """fork + _exit + waitpid of this small process, median of n."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
 
 
 def main():
@@ -35,50 +48,34 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--ntasks", type=int, default=12, help="tasks of the launched step (on 3 nodes)")
     a = ap.parse_args()
-    plugin = os.path.abspath(os.path.join(a.build, "spank", "gpudiag.so"))
-    if not os.path.exists(plugin):
-        sys.exit(f"bench: {plugin} not found: build first (./scripts/build)")
-    tmp = tempfile.mkdtemp(prefix="gpudiag-bench-multinode-")
-    os.chmod(tmp, 0o755)
-    plugstack = os.path.join(tmp, "plugstack.conf")
-    stacks = {"plugin": f"required {plugin} config={os.path.join(ROOT, 'etc', 'gpudiag.yaml')}\n", "none": ""}
-
-    def use(mode):
-        with open(plugstack, "w") as f:
-            f.write(stacks[mode])
-
-    use("none")
     py = "/usr/bin/python3"
-    launch = {m: [] for m in stacks}
-    relay = {m: [] for m in stacks}
-    try:
-        with MultiNodeCluster(nodes=3, extra_conf=[f"PlugStackConfig={plugstack}"]) as c:
-            on_login = lambda argv: c.enter(c.login, argv, cwd=tmp)  # noqa: E731
-            for _ in range(2):  # warm-up: first launches load plugins and page in binaries
-                for m in stacks:
-                    use(m)
-                    timed(c, on_login(["srun", "-N3", f"-n{a.ntasks}", "true"]))
-            for _ in range(a.launches):
-                for m in stacks:
-                    use(m)
-                    launch[m].append(timed(c, on_login(["srun", "-N3", f"-n{a.ntasks}", "true"]))[:2])
-            for _ in range(a.runs):
-                for m in stacks:
-                    use(m)
-                    relay[m].append(timed(c, on_login(["srun", "-N3", "-n6", py, "-c", WRITER, str(a.lines)])))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    per_node = max(1, a.ntasks // 3)
+    with MultiNodeBench(a.build, "multinode") as b:
+        full = b.config("gpudiag")
+        norelay = b.config("norelay", [("\n  prefix: auto", "\n  prefix: never")])
+        step = ["srun", "-N3", f"-n{a.ntasks}", "true"]
+        one = ["srun", "-N1", f"-n{per_node}", "true"]
+        launch = b.interleave({"none": (None, step), "no relay": (norelay, step), "gpudiag": (full, step),
+                               "1 node none": (None, one), "1 node gpudiag": (full, one)}, a.launches)
+        relay = b.interleave({m: (mode, ["srun", "-N3", "-n6", py, "-c", WRITER, str(a.lines)])
+                              for m, mode in (("plugin", full), ("none", None))}, a.runs, warmup=0)
+    fork_ms = fork_cost_ms()
 
-    cp, cn = (statistics.median(c for _, c in launch[m]) for m in ("plugin", "none"))
-    launch = {m: [w for w, _ in rows] for m, rows in launch.items()}
-    lp, ln = statistics.median(launch["plugin"]), statistics.median(launch["none"])
-    print(f"step launch (srun -N3 -n{a.ntasks} true from the login node), median of {a.launches} interleaved:")
-    print(f"  plugin {lp * 1000:.0f} ms, none {ln * 1000:.0f} ms, overhead {100 * (lp / ln - 1):+.1f} % "
-          f"({(lp - ln) * 1000:+.0f} ms)")
-    print(f"  plugin min/max {min(launch['plugin']) * 1000:.0f}/{max(launch['plugin']) * 1000:.0f} ms, "
-          f"none min/max {min(launch['none']) * 1000:.0f}/{max(launch['none']) * 1000:.0f} ms")
-    print(f"  CPU per launch (whole machine, median): plugin {cp * 1000:.0f} ms, none {cn * 1000:.0f} ms "
-          f"({(cp - cn) * 1000 / a.ntasks:+.1f} ms per task)")
+    def show(title, names, base):
+        print(title)
+        b_ms = median_ms(launch[base])
+        cpu_base = median_ms(launch[base], 1)
+        for m in names:
+            walls = [r[0] * 1000 for r in launch[m]]
+            w, cpu = median_ms(launch[m]), median_ms(launch[m], 1)
+            print(f"  {m:15} {w:5.0f} ms  {100 * (w / b_ms - 1):+6.1f} % ({w - b_ms:+4.0f} ms)  "
+                  f"min/max {min(walls):.0f}/{max(walls):.0f} ms  CPU {cpu:.0f} ms ({cpu - cpu_base:+.0f})")
+
+    show(f"step launch (srun -N3 -n{a.ntasks} true from the login node), median of {a.launches} interleaved:",
+         ("none", "no relay", "gpudiag"), "none")
+    show(f"one node's share (srun -N1 -n{per_node} true), same rounds:", ("1 node none", "1 node gpudiag"),
+         "1 node none")
+    print(f"one fork + exit + wait on this machine (a small process, median of 200): {fork_ms:.2f} ms")
     lines = 6 * a.lines
     print(f"relay across nodes (srun -N3 -n6, {a.lines} lines per task), median of {a.runs} interleaved runs:")
     med = {}

@@ -2,17 +2,18 @@
 
 namespace gpudiag {
 
-int master_port(std::uint32_t job_id, std::uint32_t step_id, PortRange range) {
+int master_port(std::uint32_t job_id, std::uint32_t step_id, std::uint64_t salt, PortRange range) {
   const std::uint64_t span = static_cast<std::uint64_t>(range.last - range.first + 1);
   // A multiplier coprime with any span below it spreads consecutive jobs apart, so the
-  // steps of one job and the next job's steps rarely meet.
-  const std::uint64_t key = static_cast<std::uint64_t>(job_id) * 7919u + step_id;
+  // steps of one job and the next job's steps rarely meet. The salt shifts a job's ports
+  // as a whole, so its steps still differ.
+  const std::uint64_t key = (static_cast<std::uint64_t>(job_id) * 7919u + step_id + salt % span) % span;
   return range.first + static_cast<int>(key % span);
 }
 
 EnvList torch_env(const TaskIds& t, PortRange range) {
   return {{"MASTER_ADDR", t.master_addr},
-          {"MASTER_PORT", std::to_string(master_port(t.job_id, t.step_id, range))},
+          {"MASTER_PORT", std::to_string(master_port(t.job_id, t.step_id, t.port_salt, range))},
           {"RANK", std::to_string(t.rank)},
           {"WORLD_SIZE", std::to_string(t.world_size)},
           {"LOCAL_RANK", std::to_string(t.local_rank)},
@@ -24,7 +25,7 @@ EnvList torchrun_env(const TaskIds& t, PortRange range) {
           {"PET_NODE_RANK", std::to_string(t.node_rank)},
           {"PET_NPROC_PER_NODE", std::to_string(t.nproc_per_node)},
           {"PET_MASTER_ADDR", t.master_addr},
-          {"PET_MASTER_PORT", std::to_string(master_port(t.job_id, t.step_id, range))},
+          {"PET_MASTER_PORT", std::to_string(master_port(t.job_id, t.step_id, t.port_salt, range))},
           // --tee 3: torchrun copies each worker's output to the console line by line,
           // each line whole and tagged [<role><local_rank>]:, instead of letting its
           // workers share one pipe and interleave mid-line (issue 15.6).

@@ -19,6 +19,7 @@ struct TaskIds {
   int num_nodes = 1;        // SLURM_STEP_NUM_NODES
   std::string master_addr;  // first host of the step's nodelist
   int nproc_per_node = 1;   // for torchrun: GPUs the task sees, or the config's value
+  std::uint64_t port_salt = 0;  // the job's secret for MASTER_PORT (port_salt.h); 0: none
 };
 
 struct PortRange {
@@ -27,8 +28,9 @@ struct PortRange {
 };
 
 // Same job and step: same port on every node. Different steps of one job (which may
-// share nodes) get different ports.
-int master_port(std::uint32_t job_id, std::uint32_t step_id, PortRange range);
+// share nodes) get different ports. The salt, a secret of the job's, keeps another user
+// from computing the port from the job id and listening there first.
+int master_port(std::uint32_t job_id, std::uint32_t step_id, std::uint64_t salt, PortRange range);
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 // torch.distributed env:// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_*).

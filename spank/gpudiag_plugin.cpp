@@ -33,6 +33,7 @@ extern "C" {
 #include "spank/slurm_node_addr.h"
 #include "spank/step_killer.h"
 #include "spank/plugin_args.h"
+#include "spank/port_salt.h"
 #include "spank/step_plan.h"
 #include "spank/slurm_compat.h"
 #include "spank/step_summary.h"
@@ -319,7 +320,8 @@ void check_rendezvous(spank_t sp) {
   if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step) || !gpudiag::step_runs_tasks(step)) return;
   item(sp, S_JOB_NODEID, nodeid);
   SpankEnv env(sp);
-  const std::string first = gpudiag::slurm_compat::first_host(gpudiag::master_nodelist(gpudiag::read_task_env(env)));
+  const gpudiag::TaskEnv task_env = gpudiag::read_task_env(env);
+  const std::string first = gpudiag::slurm_compat::first_host(gpudiag::master_nodelist(task_env));
   if (first.empty()) return;
   const gpudiag::PluginSettings& p = g_opt.cfg.plugin;
   g_stepd.master_addr = gpudiag::choose_master_addr(p.master_addr, first, gpudiag::slurm_node_addr(first));
@@ -327,11 +329,20 @@ void check_rendezvous(spank_t sp) {
   ids.job_id = job;
   ids.step_id = step;
   ids.master_addr = g_stepd.master_addr;
+  ids.port_salt = gpudiag::parse_port_salt(task_env.port_salt);
   gpudiag::EnvList user;
   for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_RDZV_ENDPOINT"})
     if (auto v = gpudiag::user_value(env, name)) user.emplace_back(name, *v);
   for (const auto& target : gpudiag::rendezvous_targets(user, gpudiag::planned_rendezvous_env(p, ids), nodeid == 0))
     g_stepd.rendezvous.push_back(gpudiag::gather_rendezvous(target, gpudiag::kRendezvousLookupDeadline));
+}
+
+// srun, sbatch and salloc: the job's MASTER_PORT secret (port_salt.h). One the job already
+// has (an srun inside sbatch) is kept, so that the job's steps keep distinct ports.
+void give_job_a_port_salt() {
+  const char* have = std::getenv(gpudiag::kPortSaltEnv);
+  if (have && gpudiag::parse_port_salt(std::string(have))) return;
+  if (auto salt = gpudiag::new_port_salt()) ::setenv(gpudiag::kPortSaltEnv, salt->c_str(), 1);
 }
 
 // srun, once per step: the coordinator of the preflight barrier. A setenv here still
@@ -389,6 +400,9 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
 int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   return guarded("options", -1, [&] {
     const spank_context_t ctx = spank_context();
+    // sbatch and salloc: the job's environment is still being made; what is set now, its
+    // steps inherit.
+    if (ctx == S_CTX_ALLOCATOR) give_job_a_port_salt();
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE) return 0;
     std::string from_env;
     if (ctx == S_CTX_LOCAL) {
@@ -445,6 +459,7 @@ int slurm_spank_local_user_init(spank_t sp, int, char**) {
     if (spank_context() != S_CTX_LOCAL) return 0;
     g_srun.have_step = item(sp, S_JOB_ID, g_srun.job_id) && item(sp, S_JOB_STEPID, g_srun.step_id);
     g_srun.job_uid = gpudiag::slurm_compat::srun_job_uid(sp);
+    give_job_a_port_salt();
     start_preflight_barrier(sp);
     return 0;
   });

@@ -1,3 +1,4 @@
+#include "spank/port_salt.h"
 #include "spank/step_plan.h"
 
 #include <algorithm>
@@ -69,6 +70,7 @@ TaskEnv read_task_env(EnvTarget& env) {
   t.submit_dir = env.get("SLURM_SUBMIT_DIR");
   t.labelio = env.get("SLURM_LABELIO");
   t.nodename = env.get("SLURMD_NODENAME");
+  t.port_salt = env.get(kPortSaltEnv);
   return t;
 }
 
@@ -125,6 +127,7 @@ StepPlan plan_step(const StepInputs& in) {
   const DiagOptions& d = in.diag;
 
   TaskIds t = in.ids;
+  t.port_salt = parse_port_salt(in.env.port_salt);
   const int gpus = count_visible_gpus(in.env.cuda_visible_devices).value_or(0);
   t.nproc_per_node = p.nproc_per_node > 0 ? p.nproc_per_node : (gpus > 0 ? gpus : 1);
   const PortRange range{p.master_port_first, p.master_port_last};

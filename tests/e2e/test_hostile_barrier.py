@@ -120,12 +120,18 @@ class HostileBarrier(TwoUsersClusterTest):
         self.assertNotRegex(r.stderr, r"barrier|preflight|evil|error")
         self.assertIn("started True", r.stdout)  # the token was there, for the victim's eyes only
 
-    def test_a_squatted_master_port_fails_at_once_naming_the_fix(self):
-        # The plugin's port is a function of the job id (spank/dist_env.cpp), so the
-        # attacker can listen on the next jobs' ports on the first node before they run.
+    def test_the_next_jobs_master_port_cannot_be_squatted(self):
+        # Without the job's secret salt (spank/port_salt.h) the plugin's port would be a
+        # function of the job id: the attacker listens on the next jobs' unsalted ports on
+        # the first node before they run. The victim's steps must not land there.
         r = self.cluster.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], cwd=self.tmp)
         nxt = int(r.stdout.strip()) + 1
-        ports = [61000 + (job * 7919) % (65535 - 61000 + 1) for job in range(nxt, nxt + 3)]
+        span = 65535 - 61000 + 1
+        ports = [61000 + (job * 7919) % span for job in range(nxt, nxt + 3)]
+        # And the port of the third job as the plugin will salt it, as if the attacker had
+        # learned that job's salt: what the check still catches.
+        salt = "00000000000004d2"
+        ports.append(61000 + ((nxt + 2) * 7919 + int(salt, 16) % span) % span)
         squat = ("import socket, sys, time\n"
                  "held = []\n"
                  "for p in sys.argv[1:]:\n"
@@ -134,21 +140,27 @@ class HostileBarrier(TwoUsersClusterTest):
                  "print('ready', flush=True)\n"
                  "time.sleep(600)\n")
         attack = self.start_attack(squat, *map(str, ports))
-        prog = [PYTHON, "-c", "print('started')"]
+        prog = [PYTHON, "-c", "import os; print('started', os.environ['MASTER_PORT'])"]
         try:
             enforced = self.as_user(self.victim, ["srun", "-n2", "--diag=preflight", *prog])
             plain = self.as_user(self.victim, ["srun", "-n2", *prog])
+            # The check itself still catches the plugin's port when it is taken: the
+            # preflight makes that an error, so no program starts.
+            mine = self.as_user(self.victim, ["env", f"GPUDIAG_PORT_SALT={salt}", "srun", "-n2", "--diag=preflight",
+                                              *prog])
         finally:
             self.stop_attack(attack)
         fix = (r"gpudiag: port \d+ for MASTER_ADDR cannot be bound on " + self.cluster.node +
                r": Address already in use \(torch's rendezvous listens there\); set MASTER_PORT")
-        # The preflight makes it an error: no program starts.
-        self.assertNotEqual(enforced.returncode, 0, f"{enforced.stdout} squatted {ports}")
-        self.assertNotIn("started", enforced.stdout)
-        self.assertRegex(enforced.stderr, fix)
-        # Without it the step runs, warned (torch's own bind then fails, it does not hang).
-        self.assertEqual(plain.returncode, 0, plain.stderr)
-        self.assertRegex(plain.stderr, fix)
+        for run in (enforced, plain):
+            self.assertEqual(run.returncode, 0, f"{run.stderr} squatted {ports}")
+            self.assertNotRegex(run.stderr, fix)
+            used = {int(line.split()[-1]) for line in run.stdout.splitlines() if "started" in line}
+            self.assertEqual(len(used), 1, run.stdout)
+            self.assertFalse(used & set(ports[:3]), f"the step's MASTER_PORT {used} is one the attacker predicted")
+        self.assertNotEqual(mine.returncode, 0, mine.stdout)
+        self.assertNotIn("started", mine.stdout)
+        self.assertRegex(mine.stderr, fix)
 
     def test_another_user_cannot_spread_a_hang_into_the_victims_step(self):
         # The hang spread (issue 17.6) is Slurm's URG signal to the step and the kernel's

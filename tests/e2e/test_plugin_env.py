@@ -2,6 +2,7 @@
 nested steps, --diag validation and a broken config."""
 import json
 import os
+import re
 import sys
 import unittest
 
@@ -56,6 +57,31 @@ class PluginEnv(PluginClusterTest):
         a = self.envs("-n1")[0]["MASTER_PORT"]
         b = self.envs("-n1")[0]["MASTER_PORT"]
         self.assertNotEqual(a, b)
+
+    def test_a_batch_jobs_salt_comes_from_sbatch_and_keeps_its_steps_apart(self):
+        # sbatch gives the job its MASTER_PORT salt (spank/port_salt.h); both steps use it,
+        # so the ports are the job's own function and still differ step by step.
+        script = os.path.join(self.tmp, "salted.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho batch salt=$GPUDIAG_PORT_SALT\n"
+                    "srun -n1 sh -c 'echo step $SLURM_STEP_ID $MASTER_PORT $GPUDIAG_PORT_SALT'\n"
+                    "srun -n1 sh -c 'echo step $SLURM_STEP_ID $MASTER_PORT $GPUDIAG_PORT_SALT'\n")
+        out = os.path.join(self.tmp, "salted.out")
+        env = {k: v for k, v in self.cluster.env.items() if k != "GPUDIAG_PORT_SALT"}
+        r = self.cluster.run(["sbatch", "--wait", "--parsable", "-o", out, script], env=env, cwd=self.tmp, timeout=60)
+        job = int(r.stdout.strip().split(";")[0])
+        with open(out) as f:
+            text = f.read()
+        salt = re.search(r"batch salt=([0-9a-f]{16})\n", text)
+        self.assertTrue(salt, text)
+        salt = int(salt.group(1), 16)
+        steps = [line.split() for line in text.splitlines() if line.startswith("step ")]
+        self.assertEqual(len(steps), 2, text)
+        span = 65535 - 61000 + 1
+        for _, step, port, step_salt in steps:
+            self.assertEqual(int(step_salt, 16), salt)
+            self.assertEqual(int(port), 61000 + (job * 7919 + int(step) + salt % span) % span)
+        self.assertNotEqual(steps[0][2], steps[1][2])
 
     def test_user_values_survive(self):
         rows = self.envs("-n2", env={"MASTER_PORT": "12345", "NCCL_SOCKET_IFNAME": "=eth7"})

@@ -8,6 +8,8 @@
 #include "spank/failfast_env.h"
 #include "spank/nccl_defaults.h"
 #include "spank/plugin_args.h"
+#include "spank/port_salt.h"
+#include "spank/step_plan.h"
 
 using namespace gpudiag;
 
@@ -113,15 +115,61 @@ TEST(FailFast, SiteDefaultsAndDumpFilesInTheDiagDir) {
 
 TEST(MasterPort, DeterministicInRangeAndPerStep) {
   PortRange r;
-  int a = master_port(1234, 0, r), b = master_port(1234, 1, r);
-  EXPECT_EQ(a, master_port(1234, 0, r));
+  int a = master_port(1234, 0, 0, r), b = master_port(1234, 1, 0, r);
+  EXPECT_EQ(a, master_port(1234, 0, 0, r));
   EXPECT_NE(a, b);
   for (std::uint32_t job = 0; job < 5000; ++job) {
-    int p = master_port(job, job % 7, r);
+    int p = master_port(job, job % 7, 0xfedcba9876543210ull * job, r);
     ASSERT_GE(p, 61000);
     ASSERT_LE(p, 65535);
   }
-  EXPECT_EQ(master_port(99, 3, {30000, 30000}), 30000);
+  EXPECT_EQ(master_port(99, 3, 0, {30000, 30000}), 30000);
+  EXPECT_EQ(master_port(99, 3, ~0ull, {30000, 30000}), 30000);
+}
+
+// Another user knows the job id, not the salt: the port moves with the salt, and the
+// steps of one salted job still differ from each other.
+TEST(MasterPort, TheSaltMovesAJobsPortsAndKeepsItsStepsApart) {
+  PortRange r;
+  std::set<int> seen;
+  for (std::uint64_t salt : {1ull, 2ull, 0x9e3779b97f4a7c15ull, 0x0123456789abcdefull})
+    seen.insert(master_port(4242, 0, salt, r));
+  EXPECT_EQ(seen.size(), 4u);
+  const std::uint64_t salt = 0x0123456789abcdefull;
+  EXPECT_NE(master_port(4242, 0, salt, r), master_port(4242, 1, salt, r));
+  EXPECT_EQ(master_port(4242, 0, salt, r), master_port(4242, 0, salt, r));
+}
+
+TEST(PortSalt, OnlySixteenLowercaseHexDigitsAreASalt) {
+  EXPECT_EQ(parse_port_salt(std::string("0123456789abcdef")), 0x0123456789abcdefull);
+  EXPECT_EQ(parse_port_salt(std::string("ffffffffffffffff")), ~0ull);
+  for (const char* bad : {"", "0123456789abcde", "0123456789abcdef0", "0123456789ABCDEF", "0123456789abcdeg",
+                          " 123456789abcdef", "-123456789abcdef"})
+    EXPECT_EQ(parse_port_salt(std::string(bad)), 0u) << bad;
+  EXPECT_EQ(parse_port_salt(std::nullopt), 0u);
+  auto made = new_port_salt();
+  ASSERT_TRUE(made);
+  EXPECT_EQ(made->size(), 16u);
+  EXPECT_NE(parse_port_salt(made), 0u);  // 1 in 2^64 to be zero
+  EXPECT_NE(*made, *new_port_salt());
+}
+
+// The plan reads the job's salt from the task's environment; a missing one is no salt.
+TEST(MasterPort, ThePlanUsesTheJobsSalt) {
+  StepInputs in;
+  in.ids.job_id = 77;
+  in.ids.step_id = 0;
+  in.ids.master_addr = "n1";
+  auto port_of = [](const StepPlan& plan) {
+    for (const auto& [k, v] : plan.env)
+      if (k == "MASTER_PORT") return std::stoi(v);
+    return -1;
+  };
+  const PortRange r{in.cfg.plugin.master_port_first, in.cfg.plugin.master_port_last};
+  EXPECT_EQ(port_of(plan_step(in)), master_port(77, 0, 0, r));
+  in.env.port_salt = "00000000000004d2";
+  EXPECT_EQ(port_of(plan_step(in)), master_port(77, 0, 0x4d2, r));
+  EXPECT_NE(port_of(plan_step(in)), master_port(77, 0, 0, r));
 }
 
 TEST(DistEnv, TorchAndTorchrun) {

@@ -1,0 +1,92 @@
+"""What the multi-node benches share: the plugin from a build tree, a throwaway config and
+plugstack in a temporary directory, the multi-node test cluster
+(tests/e2e/multinode_cluster.py) reading that plugstack, and launches interleaved round by
+round, so every contender runs on the same cluster under the same load."""
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+sys.path.insert(0, HERE)
+from multinode_cluster import MultiNodeCluster  # noqa: E402
+from plugin_relay import timed  # noqa: E402
+
+
+def plugin_path(build):
+    plugin = os.path.abspath(os.path.join(build, "spank", "gpudiag.so"))
+    if not os.path.exists(plugin):
+        sys.exit(f"bench: {plugin} not found: build first (./scripts/build)")
+    return plugin
+
+
+class MultiNodeBench:
+    """`with MultiNodeBench(build, name) as b:` a 3-node cluster whose plugstack b.use(mode)
+    switches: mode None is an empty plugstack, a mode of b.config(...) loads gpudiag.so with
+    that config. srun and slurmstepd read the plugstack at every launch."""
+
+    def __init__(self, build, name, nodes=3):
+        self.plugin = plugin_path(build)
+        self.nodes = nodes
+        self.dir = tempfile.mkdtemp(prefix=f"gpudiag-bench-{name}-")
+        os.chmod(self.dir, 0o755)
+        self.plugstack = os.path.join(self.dir, "plugstack.conf")
+        self.cluster = None
+
+    def config(self, name, replace=()):
+        """A copy of etc/gpudiag.yaml with each (old, new) of `replace` applied; returns a mode."""
+        with open(os.path.join(ROOT, "etc", "gpudiag.yaml")) as f:
+            text = f.read()
+        for old, new in replace:
+            if old not in text:
+                raise RuntimeError(f"bench: etc/gpudiag.yaml has no {old!r}")
+            text = text.replace(old, new)
+        path = os.path.join(self.dir, f"{name}.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return f"required {self.plugin} config={path}\n"
+
+    def use(self, mode):
+        with open(self.plugstack, "w") as f:
+            f.write(mode or "")
+
+    def __enter__(self):
+        self.use(None)
+        try:
+            self.cluster = MultiNodeCluster(nodes=self.nodes, extra_conf=[f"PlugStackConfig={self.plugstack}"])
+            self.cluster.__enter__()
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            return self.cluster.__exit__(*exc)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run(self, argv):
+        """(wall s, whole-machine CPU s, stdout bytes) of argv run on the login node."""
+        return timed(self.cluster, self.cluster.enter(self.cluster.login, argv, cwd=self.dir))
+
+    def interleave(self, ways, rounds, warmup=2):
+        """ways: name -> (mode, argv). Each round runs every way once, in order; returns
+        name -> [(wall, cpu, bytes)] of the measured rounds."""
+        for _ in range(warmup):  # first launches load plugins and page in binaries
+            for mode, argv in ways.values():
+                self.use(mode)
+                self.run(argv)
+        rows = {w: [] for w in ways}
+        for _ in range(rounds):
+            for w, (mode, argv) in ways.items():
+                self.use(mode)
+                rows[w].append(self.run(argv))
+        return rows
+
+
+def median_ms(rows, field=0):
+    return statistics.median(r[field] for r in rows) * 1000
