@@ -7,8 +7,10 @@ in between as without it, under both ways slurmstepd signals a step:
 
 Each class starts one throwaway Slurm; the cgroup one needs the cgroup v1 freezer
 controller mounted writable (it is skipped, saying why, where it is not)."""
+import glob
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -79,8 +81,8 @@ class SignalsOnce:
         return self.lines(out).count(f"got {word} rank {rank}")
 
     def signals_reach_program_once(self, relay):
-        """scancel --signal=USR1 JOB.0, then scancel JOB (SIGTERM): each rank's program
-        sees each exactly once."""
+        """scancel --signal=USR1 JOB.0, SIGUSR2 to srun, then scancel JOB (SIGTERM): each
+        rank's program sees each exactly once."""
         args = ["-n2", PYTHON, "-c", TRAPS] if relay else ["-n2", "--label", PYTHON, "-c", TRAPS]
         p, out, err = self.start_srun(*args)
         ready = lambda: [l for l in self.lines(out) if l.startswith("ready ")]  # noqa: E731
@@ -91,11 +93,17 @@ class SignalsOnce:
         self.cluster.run(["scancel", "--signal=USR1", f"{job}.0"])
         self.wait_until(lambda: all(self.count(out, "SIGUSR1", r) for r in range(2)),
                         "both programs to get scancel --signal=USR1", timeout=15)
+        # srun passes the signals it gets on to the step the same way (as a user's kill of
+        # srun, or a wrapper's, does).
+        p.send_signal(signal.SIGUSR2)
+        self.wait_until(lambda: all(self.count(out, "SIGUSR2", r) for r in range(2)),
+                        "both programs to get the SIGUSR2 sent to srun", timeout=15)
         self.cluster.run(["scancel", job])
         p.wait(timeout=60)
         text = "\n".join(self.lines(out))
         for rank in range(2):
             self.assertEqual(self.count(out, "SIGUSR1", rank), 1, text)
+            self.assertEqual(self.count(out, "SIGUSR2", rank), 1, text)
             self.assertEqual(self.count(out, "SIGTERM", rank), 1, text)
             # It ended on its own after SIGTERM, not by KillWait's SIGKILL.
             self.assertIn(f"done rank {rank}", self.lines(out), text)
@@ -115,6 +123,27 @@ class SignalsUnderLinuxproc(SignalsOnce, PluginClusterTest):
 @unittest.skipIf(cgroup_v1_problem(), f"proctrack/cgroup cannot run here: {cgroup_v1_problem()}")
 class SignalsUnderCgroup(SignalsOnce, PluginClusterTest):
     cluster_options = {"proctrack": "proctrack/cgroup", "cgroup_conf": cgroup_v1_conf()}
+
+    def test_hang_spread_signal_reaches_the_relay(self):
+        """The hang spread's `scancel --signal=URG JOB.STEP` (hang_spread.h) reaches the
+        relay itself here, not its gpudiag-hangsig listener: the node still writes its
+        report, and the step goes on (hang-action=report)."""
+        work = tempfile.mkdtemp(dir=self.tmp)
+        os.chmod(work, 0o755)
+        busy = "import time\nwhile True:\n    print('alive', flush=True)\n    time.sleep(0.2)\n"
+        p, out, err = self.start_srun("-n2", "--diag=hang=600s,hang-action=report", "--chdir", work,
+                                      PYTHON, "-c", busy)
+        self.wait_until(lambda: self.lines(out).count("alive") >= 2, "both tasks to print")
+        job = self.cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split()[0]
+        self.cluster.run(["scancel", "--signal=URG", f"{job}.0"])
+        reports = lambda: glob.glob(os.path.join(work, "gpudiag-*", "hang.*.txt"))  # noqa: E731
+        self.wait_until(lambda: reports(), "the node's hang report", timeout=30)
+        self.assertIsNone(p.poll(), "hang-action=report ended the step")
+        self.cluster.run(["scancel", job])
+        p.wait(timeout=60)
+        self.assertEqual(len(reports()), 1, reports())
+        with open(reports()[0]) as f:
+            self.assertIn("gpudiag hang report", f.read())
 
 
 if __name__ == "__main__":
