@@ -69,13 +69,13 @@ class SignalsOnce:
         return [re.sub(r"^\d+: ", "", untag(l)) for l in f.read().decode(errors="replace").splitlines()
                 if not l.startswith("srun:")]
 
-    def wait_until(self, predicate, what, timeout=60):
+    def wait_until(self, predicate, what, timeout=60, why=lambda: ""):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate():
                 return
             time.sleep(0.1)
-        self.fail(f"timed out after {timeout} s waiting for {what}\n{self.cluster.logs()}")
+        self.fail(f"timed out after {timeout} s waiting for {what}\n{why()}\n{self.cluster.logs()}")
 
     def count(self, out, word, rank):
         return self.lines(out).count(f"got {word} rank {rank}")
@@ -128,16 +128,18 @@ class SignalsUnderCgroup(SignalsOnce, PluginClusterTest):
         """The hang spread's `scancel --signal=URG JOB.STEP` (hang_spread.h) reaches the
         relay itself here, not its gpudiag-hangsig listener: the node still writes its
         report, and the step goes on (hang-action=report)."""
-        work = tempfile.mkdtemp(dir=self.tmp)
-        os.chmod(work, 0o755)
         busy = "import time\nwhile True:\n    print('alive', flush=True)\n    time.sleep(0.2)\n"
-        p, out, err = self.start_srun("-n2", "--diag=hang=600s,hang-action=report", "--chdir", work,
-                                      PYTHON, "-c", busy)
+        p, out, err = self.start_srun("-n2", "--diag=hang=600s,hang-action=report", PYTHON, "-c", busy)
         self.wait_until(lambda: self.lines(out).count("alive") >= 2, "both tasks to print")
         job = self.cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split()[0]
         self.cluster.run(["scancel", "--signal=URG", f"{job}.0"])
-        reports = lambda: glob.glob(os.path.join(work, "gpudiag-*", "hang.*.txt"))  # noqa: E731
-        self.wait_until(lambda: reports(), "the node's hang report", timeout=30)
+        # The diag dir's default: $SLURM_SUBMIT_DIR (srun's cwd) /gpudiag-JOB.STEP.
+        reports = lambda: glob.glob(os.path.join(self.tmp, f"gpudiag-{job}.0", "hang.*.txt"))  # noqa: E731
+        self.wait_until(lambda: reports(), "the node's hang report", timeout=30,
+                        # A hang marker left in /dev/shm by an earlier cluster's step of the
+                        # same JOB.STEP (killed before its relays could clean up) stops it.
+                        why=lambda: f"{glob.glob(self.tmp + '/**', recursive=True)}\n{self.lines(err)}\n"
+                                    f"/dev/shm: {os.listdir('/dev/shm')}")
         self.assertIsNone(p.poll(), "hang-action=report ended the step")
         self.cluster.run(["scancel", job])
         p.wait(timeout=60)
