@@ -1,7 +1,8 @@
 """Signals that Slurm sends a step reach the program exactly once, with the output relay
 in between as without it, under both ways slurmstepd signals a step:
 
-- proctrack/linuxproc signals every process of the step's tree (the program directly);
+- proctrack/linuxproc signals every process of the step's tree, proctrack/pgid the task's
+  process group (the program directly);
 - proctrack/cgroup (most GPU clusters) signals only slurmstepd's own children, i.e. the
   relay, which must pass it on.
 
@@ -118,6 +119,10 @@ class SignalsOnce:
 
 class SignalsUnderLinuxproc(SignalsOnce, PluginClusterTest):
     cluster_options = {"proctrack": "proctrack/linuxproc"}
+
+
+class SignalsUnderPgid(SignalsOnce, PluginClusterTest):
+    cluster_options = {"proctrack": "proctrack/pgid"}
 
 
 @unittest.skipIf(cgroup_v1_problem(), f"proctrack/cgroup cannot run here: {cgroup_v1_problem()}")
