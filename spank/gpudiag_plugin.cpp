@@ -29,6 +29,7 @@ extern "C" {
 #include "spank/output_relay.h"
 #include "spank/preflight.h"
 #include "spank/preflight_barrier.h"
+#include "spank/proctrack_kind.h"
 #include "spank/rendezvous_check.h"
 #include "spank/slurm_node_addr.h"
 #include "spank/step_killer.h"
@@ -36,6 +37,7 @@ extern "C" {
 #include "spank/port_salt.h"
 #include "spank/step_plan.h"
 #include "spank/slurm_compat.h"
+#include "spank/slurm_proctrack.h"
 #include "spank/step_summary.h"
 #include "util/this_host.h"
 
@@ -77,6 +79,7 @@ struct StepdSide {
   // terminal (issue 21.3).
   std::string remote_error;
   gpudiag::StepKiller killer;  // a refused task ends the step on every node
+  bool forward_stepd_signals = false;  // the relay passes slurmstepd's signals on (proctrack_kind.h)
 };
 
 Options g_opt;
@@ -189,6 +192,7 @@ void start_output_relay(const gpudiag::StepPlan& plan, int rank) {
   auto choice = gpudiag::plan_relay(plan, rank, streams);
   if (choice.notice) slurm_error("%s", choice.notice->c_str());
   if (!choice.relay) return;
+  choice.relay->forward_stepd_signals = g_stepd.forward_stepd_signals;
   // Returns here in the program's process; the relay never comes back.
   if (auto err = gpudiag::start_relay(*choice.relay))
     slurm_error("gpudiag: task %d runs without the output relay (no prefix, no hang watchdog): %s", rank,
@@ -437,6 +441,14 @@ int slurm_spank_user_init(spank_t sp, int, char**) {
     // Before the tasks fork: they share the refusal flag with this process.
     const bool can_end = gpudiag::slurm_compat::kill_job_step_symbol() != nullptr;
     g_stepd.killer.prepare(can_end ? &gpudiag::slurm_compat::end_step : nullptr);
+    return 0;
+  });
+  // Once per step and node, before the tasks fork: whom slurmstepd's signals reach.
+  guarded("user init", 0, [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    const auto verdict = gpudiag::step_signal_reach(gpudiag::slurm_compat::proctrack_type());
+    g_stepd.forward_stepd_signals = verdict.reach == gpudiag::StepSignalReach::kRelayOnly;
+    if (verdict.notice) slurm_info("%s", verdict.notice->c_str());
     return 0;
   });
   // The rendezvous check only gathers here; its verdict fails the tasks in task_init.

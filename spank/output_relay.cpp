@@ -286,7 +286,7 @@ std::optional<std::string> start_relay(const RelayPlan& plan) {
 
   // The relay. From here on it never returns to Slurm.
   g_child = pid;
-  g_stepd = ::getppid();
+  g_stepd = plan.forward_stepd_signals ? 0 : ::getppid();  // 0: no sender is skipped
   g_wake_fd = wake[1];
   struct sigaction sa {};
   sa.sa_sigaction = on_forwarded;

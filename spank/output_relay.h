@@ -25,6 +25,10 @@ struct RelayPlan {
   bool tag_err = true;
   std::size_t max_line = kSlurmIoMessage;
   HangWatch hang;        // duration 0: no watchdog
+  // slurmstepd signals only its own children, the relay (proctrack/cgroup, proctrack_kind.h):
+  // pass its signals on too. false: they reach the program directly, and passing them
+  // on would deliver them twice.
+  bool forward_stepd_signals = false;
 };
 
 // Returns in the child, with fds 1/2 now leading to the relay; the caller goes on to
@@ -32,9 +36,9 @@ struct RelayPlan {
 // has changed and the result is a message: run the task without a relay.
 //
 // Signals: the relay forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2
-// that someone sent to it alone. Those from slurmstepd (scancel, srun's Ctrl-C, time
-// limits) and from the kernel (a terminal) already reach every process of the step,
-// so forwarding them would deliver them twice.
+// that someone sent to it alone. Those from the kernel (a terminal) reach every process
+// of the step already; so do those from slurmstepd (scancel, srun's Ctrl-C, time limits)
+// unless plan.forward_stepd_signals says they reach the relay alone.
 std::optional<std::string> start_relay(const RelayPlan& plan);
 
 }  // namespace gpudiag

@@ -37,20 +37,46 @@ def _short_hostname():
     return socket.gethostname().split(".")[0]
 
 
+FREEZER = "/sys/fs/cgroup/freezer"
+
+
+def cgroup_v1_problem():
+    """Why proctrack/cgroup cannot run here, or None. Slurm's cgroup/v1 tracks a step's
+    processes in the freezer controller, which must be mounted writable."""
+    try:
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split() for line in f]
+    except OSError as e:
+        return f"cannot read /proc/self/mounts: {e}"
+    for dev, where, fstype, opts, *_ in mounts:
+        if where == FREEZER and fstype == "cgroup" and "freezer" in opts.split(","):
+            return None if "rw" in opts.split(",") else f"{FREEZER} is mounted read-only"
+    return f"no cgroup v1 freezer controller mounted at {FREEZER}"
+
+
+def cgroup_v1_conf():
+    """cgroup.conf for proctrack/cgroup on cgroup v1, for 22.05 and 24.11 alike: both know
+    these keys, and nothing is constrained (no task/cgroup), so only the freezer is used."""
+    return ["CgroupPlugin=cgroup/v1", "CgroupMountpoint=/sys/fs/cgroup"]
+
+
 class SlurmCluster(TornDownOnSignal):
     def __init__(self, extra_conf=(), keep=False, gres=None, real_memory=None, select_params="CR_Core",
-                 slurmd_env=None, node_name=None):
+                 slurmd_env=None, node_name=None, proctrack="proctrack/linuxproc", cgroup_conf=()):
         """`gres` {"gpu": 4} gives the node that many GRES (GPUs get stand-in device files);
         `real_memory` (MiB) with select_params="CR_Core_Memory" makes memory a resource;
         `slurmd_env` adds variables to slurmd's environment only; `node_name` gives the node
         that NodeName instead of the host's name (NodeAddr stays 127.0.0.1, NodeHostname the
         host's name): a name that resolves nowhere, as on clusters whose NodeNames are in no
-        hosts file."""
+        hosts file. `proctrack` is the ProctrackType; with "proctrack/cgroup", `cgroup_conf`
+        (lines) is the cgroup.conf written next to slurm.conf (see cgroup_v1_conf())."""
         self.extra_conf = list(extra_conf)
         self.slurmd_env = dict(slurmd_env or {})
         self.gres = dict(gres or {})
         self.real_memory = real_memory
         self.select_params = select_params
+        self.proctrack = proctrack
+        self.cgroup_conf = list(cgroup_conf)
         self.keep = keep or os.environ.get("GPUDIAG_KEEP_CLUSTER") == "1"
         self.node = node_name or _short_hostname()
         self.host = _short_hostname()
@@ -65,6 +91,10 @@ class SlurmCluster(TornDownOnSignal):
         self.stop()
 
     def start(self):
+        # Slurm leaves its cgroup behind (/slurm, or /slurm_NODE where slurmd is built
+        # for several per host, as Debian's is), and job ids restart at 1 in the next
+        # cluster: remember what was there, to remove what is new at the end.
+        self._cgroups_before = set(os.listdir(FREEZER)) if os.path.isdir(FREEZER) else set()
         self.dir = tempfile.mkdtemp(prefix="gpudiag-slurm-")
         # srun --uid=USER talks to munged as that user once it has the allocation.
         os.chmod(self.dir, 0o755)
@@ -74,6 +104,9 @@ class SlurmCluster(TornDownOnSignal):
         self.conf = os.path.join(self.dir, "slurm.conf")
         if self.gres:
             self._write_gres_conf()
+        if self.cgroup_conf:
+            with open(os.path.join(self.dir, "cgroup.conf"), "w") as f:
+                f.write("\n".join(self.cgroup_conf) + "\n")
         with open(self.conf, "w") as f:
             f.write(self._slurm_conf())
         self.env = dict(os.environ, SLURM_CONF=self.conf)
@@ -114,8 +147,29 @@ class SlurmCluster(TornDownOnSignal):
                 p.kill()
                 p.wait()
         self.procs = []
+        if self.proctrack == "proctrack/cgroup" and os.path.isdir(FREEZER):
+            for name in set(os.listdir(FREEZER)) - self._cgroups_before:
+                if name.startswith("slurm"):
+                    self._remove_cgroups(os.path.join(FREEZER, name))
         if self.dir and not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    @staticmethod
+    def _remove_cgroups(top):
+        """rmdir a cgroup tree bottom-up (its files go with each directory); a cgroup that
+        still holds a process stays, and says so."""
+        if not os.path.isdir(top):
+            return
+        for root, dirs, _ in os.walk(top, topdown=False):
+            for d in dirs:
+                try:
+                    os.rmdir(os.path.join(root, d))
+                except OSError as e:
+                    print(f"slurm_cluster: cannot remove cgroup {os.path.join(root, d)}: {e}")
+        try:
+            os.rmdir(top)
+        except OSError as e:
+            print(f"slurm_cluster: cannot remove cgroup {top}: {e}")
 
     # -- helpers for tests -----------------------------------------------------------
     def run(self, argv, check=True, timeout=120, env=None, text=True, unset=(), **kw):
@@ -204,7 +258,7 @@ class SlurmCluster(TornDownOnSignal):
             f"SlurmdPidFile={d}/run/slurmd.pid",
             f"SlurmctldLogFile={d}/log/slurmctld.log",
             f"SlurmdLogFile={d}/log/slurmd.log",
-            "ProctrackType=proctrack/linuxproc",
+            f"ProctrackType={self.proctrack}",
             "JobAcctGatherType=jobacct_gather/none",
             "SelectType=select/cons_tres",
             f"SelectTypeParameters={self.select_params}",

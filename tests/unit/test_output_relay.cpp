@@ -245,3 +245,35 @@ TEST(HangWatchdog, ALinkAtTheReportPathIsNotFollowed) {
   EXPECT_NE(report, w.diag + "/hang.h.txt") << r.err;
   EXPECT_NE(slurp(report).find("gpudiag hang report"), std::string::npos) << r.err;
 }
+
+// The relay's parent stands for slurmstepd. Under proctrack/cgroup its signals reach
+// only the relay, which passes them on; elsewhere they reach the program directly, and
+// the relay leaves them alone. The program counts SIGUSR1 and ends on SIGTERM, which a
+// stranger sends (always forwarded) once the parent's SIGUSR1 has had time to arrive.
+Relayed parent_sends_usr1(bool forward_stepd_signals) {
+  RelayPlan plan = both();
+  plan.forward_stepd_signals = forward_stepd_signals;
+  return run_relayed("trap 'echo got-usr1' USR1; trap 'exit 7' TERM; echo waiting; while :; do sleep 0.05; done",
+                     plan, [](pid_t relay) {
+                       ::usleep(300 * 1000);
+                       ::kill(relay, SIGUSR1);
+                       ::usleep(300 * 1000);
+                       pid_t sender = ::fork();
+                       if (sender == 0) ::_exit(::kill(relay, SIGTERM) == 0 ? 0 : 1);
+                       ::waitpid(sender, nullptr, 0);
+                     });
+}
+
+TEST(OutputRelay, PassesSlurmstepdsSignalOnWhenItReachesTheRelayAlone) {
+  auto r = parent_sends_usr1(true);
+  ASSERT_TRUE(WIFEXITED(r.status));
+  EXPECT_EQ(WEXITSTATUS(r.status), 7);
+  EXPECT_EQ(r.out, "[h:0] waiting\n[h:0] got-usr1\n");
+}
+
+TEST(OutputRelay, LeavesSlurmstepdsSignalAloneWhenItReachesTheProgramToo) {
+  auto r = parent_sends_usr1(false);
+  ASSERT_TRUE(WIFEXITED(r.status));
+  EXPECT_EQ(WEXITSTATUS(r.status), 7);
+  EXPECT_EQ(r.out, "[h:0] waiting\n");
+}
