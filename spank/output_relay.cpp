@@ -20,7 +20,18 @@
 namespace gpudiag {
 namespace {
 
-constexpr std::array<int, 6> kForwarded = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+// Every signal someone may send a step, caught so that it never ends or stops the relay
+// in the program's place: under proctrack/cgroup Slurm signals the relay alone, under
+// pgid the relay too. Left out: SIGKILL and SIGSTOP (cannot be caught), SIGCHLD (the
+// relay's own), SIGPIPE (ignored: srun went away), SIGURG (the hang spread's,
+// hang_spread.h), and the signals of the relay's own faults and limits (SIGSEGV, SIGBUS,
+// SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS, SIGXCPU, SIGXFSZ), which must end it.
+std::vector<int> forwarded_signals() {
+  std::vector<int> out = {SIGHUP,  SIGINT,    SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGSTKFLT, SIGCONT,
+                          SIGTSTP, SIGTTIN,   SIGTTOU, SIGVTALRM, SIGPROF, SIGWINCH, SIGIO, SIGPWR};
+  for (int s = SIGRTMIN; s <= SIGRTMAX; ++s) out.push_back(s);
+  return out;
+}
 // After the program exits, a grandchild that kept the pipes open must not keep the
 // task alive: stop once the pipes stay empty this long, or at the latest after kDrainMax.
 constexpr int kQuietMs = 200;
@@ -259,9 +270,10 @@ std::optional<std::string> start_relay(const RelayPlan& plan) {
   }
 
   // Signals stay blocked across fork, so neither side sees one before it is ready.
+  const std::vector<int> forwarded = forwarded_signals();
   sigset_t block, old;
   sigemptyset(&block);
-  for (int s : kForwarded) sigaddset(&block, s);
+  for (int s : forwarded) sigaddset(&block, s);
   sigaddset(&block, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &block, &old);
   const pid_t relay_pid = ::getpid();
@@ -292,7 +304,7 @@ std::optional<std::string> start_relay(const RelayPlan& plan) {
   sa.sa_sigaction = on_forwarded;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  for (int s : kForwarded) ::sigaction(s, &sa, nullptr);
+  for (int s : forwarded) ::sigaction(s, &sa, nullptr);
   struct sigaction sc {};
   sc.sa_handler = on_child;
   sc.sa_flags = SA_RESTART | SA_NOCLDSTOP;

@@ -35,8 +35,9 @@ struct RelayPlan {
 // exec the user program. The parent never returns. On failure (pipes, fork) nothing
 // has changed and the result is a message: run the task without a relay.
 //
-// Signals: the relay forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2
-// that someone sent to it alone. Those from the kernel (a terminal) reach every process
+// Signals: the relay catches every signal one may send a step (SIGTERM, SIGINT, SIGUSR1,
+// SIGALRM, SIGTSTP, the real-time ones, ...; the list and what is left out are in
+// output_relay.cpp) and forwards those someone sent to it alone. Those from the kernel (a terminal) reach every process
 // of the step already; so do those from slurmstepd (scancel, srun's Ctrl-C, time limits)
 // unless plan.forward_stepd_signals says they reach the relay alone.
 std::optional<std::string> start_relay(const RelayPlan& plan);

@@ -42,7 +42,7 @@ def on(sig, _):
     print(f"got {signal.Signals(sig).name} rank {rank}", flush=True)
     if sig == signal.SIGTERM and term_at is None:
         term_at = time.monotonic()
-for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT, signal.SIGHUP):
+for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
     signal.signal(s, on)
 print(f"ready rank {rank} job {os.environ['SLURM_JOB_ID']} relayed {relayed}", flush=True)
 while term_at is None or time.monotonic() - term_at < 1.0:
@@ -82,8 +82,8 @@ class SignalsOnce:
         return self.lines(out).count(f"got {word} rank {rank}")
 
     def signals_reach_program_once(self, relay):
-        """scancel --signal=USR1 JOB.0, SIGUSR2 to srun, then scancel JOB (SIGTERM): each
-        rank's program sees each exactly once."""
+        """scancel --signal=USR1 JOB.0, --signal=ALRM, SIGUSR2 to srun, then scancel JOB
+        (SIGTERM): each rank's program sees each exactly once."""
         args = ["-n2", PYTHON, "-c", TRAPS] if relay else ["-n2", "--label", PYTHON, "-c", TRAPS]
         p, out, err = self.start_srun(*args)
         ready = lambda: [l for l in self.lines(out) if l.startswith("ready ")]  # noqa: E731
@@ -94,6 +94,11 @@ class SignalsOnce:
         self.cluster.run(["scancel", "--signal=USR1", f"{job}.0"])
         self.wait_until(lambda: all(self.count(out, "SIGUSR1", r) for r in range(2)),
                         "both programs to get scancel --signal=USR1", timeout=15)
+        # A signal whose default ends a process must not end the relay in the program's
+        # place (under cgroup and pgid, slurmstepd signals the relay).
+        self.cluster.run(["scancel", "--signal=ALRM", f"{job}.0"])
+        self.wait_until(lambda: all(self.count(out, "SIGALRM", r) for r in range(2)),
+                        "both programs to get scancel --signal=ALRM", timeout=15)
         # srun passes the signals it gets on to the step the same way (as a user's kill of
         # srun, or a wrapper's, does).
         p.send_signal(signal.SIGUSR2)
@@ -104,6 +109,7 @@ class SignalsOnce:
         text = "\n".join(self.lines(out))
         for rank in range(2):
             self.assertEqual(self.count(out, "SIGUSR1", rank), 1, text)
+            self.assertEqual(self.count(out, "SIGALRM", rank), 1, text)
             self.assertEqual(self.count(out, "SIGUSR2", rank), 1, text)
             self.assertEqual(self.count(out, "SIGTERM", rank), 1, text)
             # It ended on its own after SIGTERM, not by KillWait's SIGKILL.

@@ -277,3 +277,24 @@ TEST(OutputRelay, LeavesSlurmstepdsSignalAloneWhenItReachesTheProgramToo) {
   EXPECT_EQ(WEXITSTATUS(r.status), 7);
   EXPECT_EQ(r.out, "[h:0] waiting\n");
 }
+
+// Under proctrack/cgroup (and pgid) slurmstepd's signal reaches the relay: one whose
+// default is to end or stop a process must reach the program instead, never end the relay.
+TEST(OutputRelay, SignalsThatWouldEndTheRelayReachTheProgram) {
+  RelayPlan plan = both();
+  plan.forward_stepd_signals = true;
+  const int rt = SIGRTMIN + 3;
+  const std::string script = "trap 'echo got-alrm' ALRM; trap 'echo got-tstp' TSTP; trap 'echo got-rt' " +
+                             std::to_string(rt) + "; trap 'exit 7' TERM; echo waiting; while :; do sleep 0.05; done";
+  auto r = run_relayed(script, plan, [](pid_t relay) {
+    for (int sig : {SIGALRM, SIGTSTP, SIGRTMIN + 3}) {
+      ::usleep(300 * 1000);
+      ::kill(relay, sig);
+    }
+    ::usleep(300 * 1000);
+    ::kill(relay, SIGTERM);
+  });
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.status;
+  EXPECT_EQ(WEXITSTATUS(r.status), 7);
+  EXPECT_EQ(r.out, "[h:0] waiting\n[h:0] got-alrm\n[h:0] got-tstp\n[h:0] got-rt\n");
+}
