@@ -299,6 +299,9 @@ class MultiNodeCluster(SlurmCluster):
             "SlurmdParameters=config_overrides",
             "InactiveLimit=0",
             "KillWait=5",
+            # sbatch --wait polls at 2 s, then 8 s later unless MinJobAge <= 5 (its job
+            # could be purged in between): a 3 s batch job then takes 2+2 s, not 2+8.
+            "MinJobAge=5",
         ]
         for node in self.nodes:
             # With names_resolve, Slurm finds each node by its name (NodeAddr defaults to

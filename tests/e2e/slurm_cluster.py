@@ -268,6 +268,9 @@ class SlurmCluster(TornDownOnSignal):
             "SlurmdParameters=config_overrides",
             "InactiveLimit=0",
             "KillWait=5",
+            # sbatch --wait polls at 2 s, then 8 s later unless MinJobAge <= 5 (its job
+            # could be purged in between): a 3 s batch job then takes 2+2 s, not 2+8.
+            "MinJobAge=5",
             *([f"GresTypes={','.join(self.gres)}"] if self.gres else []),
             f"NodeName={self.node} NodeAddr=127.0.0.1"
             + (f" NodeHostname={self.host}" if self.node != self.host else "")
