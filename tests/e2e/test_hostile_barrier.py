@@ -162,6 +162,92 @@ class HostileBarrier(TwoUsersClusterTest):
         self.assertNotIn("started", mine.stdout)
         self.assertRegex(mine.stderr, fix)
 
+    def test_a_step_without_the_callers_environment_still_gets_a_salted_port(self):
+        # srun/sbatch --export=NONE or --export=VAR (common on clusters that want clean
+        # steps) pass only SLURM_* and the named variables on: the salt that sbatch or srun
+        # set in its own environment never reaches the step, which falls back to the port
+        # every other user can compute from the job id, and squat before the job starts.
+        span = 65535 - 61000 + 1
+        r = self.cluster.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], cwd=self.tmp)
+        nxt = int(r.stdout.strip()) + 1
+        # The next three jobs' step 0 (the steps below), as the job and step ids alone give them.
+        ports = [61000 + (job * 7919) % span for job in range(nxt, nxt + 3)]
+        squat = ("import socket, sys, time\n"
+                 "held = []\n"
+                 "for p in sys.argv[1:]:\n"
+                 "    s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
+                 "    s.bind(('::', int(p))); s.listen(); held.append(s)\n"
+                 "print('ready', flush=True)\n"
+                 "time.sleep(600)\n")
+        script = os.path.join(self.victim.home, "clean.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\n/usr/bin/srun -n1 /bin/sh -c 'echo started $SLURM_JOB_ID $SLURM_STEP_ID $MASTER_PORT'\n")
+        os.chown(script, self.victim.uid, -1)
+        os.chmod(script, 0o755)
+        out = os.path.join(self.victim.home, "clean.out")
+        step = ["/bin/sh", "-c", "echo started $SLURM_JOB_ID $SLURM_STEP_ID $MASTER_PORT"]
+        attack = self.start_attack(squat, *map(str, ports))
+        try:
+            runs = [self.as_user(self.victim, ["srun", "-n1", "--export=NONE", *step]),
+                    self.as_user(self.victim, ["srun", "-n1", "--export=HOME", *step]),
+                    self.as_user(self.victim, ["sbatch", "--wait", "--export=NONE", "-o", out, script])]
+        finally:
+            self.stop_attack(attack)
+        with open(out) as f:
+            batch = f.read()
+        for run, text in zip(runs, [runs[0].stdout, runs[1].stdout, batch]):
+            self.assertEqual(run.returncode, 0, run.stderr)
+            started = [line.split()[1:] for line in text.splitlines() if line.startswith("started")]
+            self.assertEqual(len(started), 1, text)
+            job, step_id, port = map(int, started[0])
+            # Each step against its own unsalted port: a salted one meets it 1 time in 4536.
+            self.assertNotEqual(port, 61000 + (job * 7919 + step_id) % span,
+                                f"job {job}.{step_id}'s MASTER_PORT is the one any user computes from its id")
+
+    def test_one_steps_store_does_not_tell_the_next_steps_port(self):
+        # Every step of a batch job shares the job's salt, and the salt only shifts the
+        # port: step N+1 listens on step N's port + 1. Torch's store on the first node is
+        # a listening socket that /proc/net/tcp* shows any user, with the victim's uid;
+        # seeing step 0's, the attacker takes the next port before step 1 starts.
+        watch = ("import socket, sys, time\n"
+                 "victim = sys.argv[1]; held = []; seen = set()\n"
+                 "print('ready', flush=True)\n"
+                 "while True:\n"
+                 "    for table in ('/proc/net/tcp', '/proc/net/tcp6'):\n"
+                 "        for l in open(table).read().splitlines()[1:]:\n"
+                 "            f = l.split(); port = int(f[1].rsplit(':', 1)[1], 16)\n"
+                 "            if f[3] == '0A' and f[7] == victim and 61000 <= port <= 65535 and port not in seen:\n"
+                 "                seen.add(port); nxt = 61000 + (port - 61000 + 1) % 4536\n"
+                 "                s = socket.socket(socket.AF_INET6)\n"
+                 "                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
+                 "                try:\n"
+                 "                    s.bind(('::', nxt)); s.listen(); held.append(s); print('squat', nxt, flush=True)\n"
+                 "                except OSError:\n"
+                 "                    pass\n"
+                 "    time.sleep(0.005)\n")
+        # Step 0 stands in for torch's store: it listens on MASTER_PORT for a moment.
+        store = ("import os, socket, time; s = socket.create_server(('', int(os.environ['MASTER_PORT']))); "
+                 "print('started', os.environ['MASTER_PORT'], flush=True); time.sleep(1)")
+        script = os.path.join(self.victim.home, "steps.sh")
+        with open(script, "w") as f:
+            f.write(f"#!/bin/sh\nsrun -n1 {PYTHON} -c \"{store}\"\nsrun -n1 /bin/sh -c 'echo started $MASTER_PORT'\n")
+        os.chown(script, self.victim.uid, -1)
+        os.chmod(script, 0o755)
+        out = os.path.join(self.victim.home, "steps.out")
+        attack = self.start_attack(watch, str(self.victim.uid))
+        try:
+            r = self.as_user(self.victim, ["sbatch", "--wait", "-o", out, script])
+        finally:
+            log = self.stop_attack(attack)
+        with open(out) as f:
+            text = f.read()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        used = [int(line.split()[-1]) for line in text.splitlines() if line.startswith("started")]
+        self.assertEqual(len(used), 2, text)
+        self.assertIn(f"squat {61000 + (used[0] - 61000 + 1) % 4536}", log, "the attacker never saw step 0's store")
+        self.assertNotIn(f"squat {used[1]}", log, f"step 1's MASTER_PORT {used[1]} was computed from step 0's {used[0]}")
+        self.assertNotIn("cannot be bound", text)
+
     def test_another_user_cannot_spread_a_hang_into_the_victims_step(self):
         # The hang spread (issue 17.6) is Slurm's URG signal to the step and the kernel's
         # to the relays: neither lets another user through, so no report is written.
