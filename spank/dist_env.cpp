@@ -1,14 +1,16 @@
 #include "spank/dist_env.h"
 
+#include "spank/port_salt.h"
+
 namespace gpudiag {
 
 int master_port(std::uint32_t job_id, std::uint32_t step_id, std::uint64_t salt, PortRange range) {
   const std::uint64_t span = static_cast<std::uint64_t>(range.last - range.first + 1);
   // A multiplier coprime with any span below it spreads consecutive jobs apart, so the
-  // steps of one job and the next job's steps rarely meet. The salt shifts a job's ports
-  // as a whole, so its steps still differ.
-  const std::uint64_t key = (static_cast<std::uint64_t>(job_id) * 7919u + step_id + salt % span) % span;
-  return range.first + static_cast<int>(key % span);
+  // steps of one job and the next job's steps rarely meet. The salt's permutation keeps
+  // distinct indexes distinct, so a job's steps still differ (port_salt.h).
+  const std::uint64_t index = (static_cast<std::uint64_t>(job_id) * 7919u + step_id) % span;
+  return range.first + static_cast<int>(salt ? permute_port_index(index, span, salt) : index);
 }
 
 EnvList torch_env(const TaskIds& t, PortRange range) {

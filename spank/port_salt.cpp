@@ -19,6 +19,37 @@ std::uint64_t parse_port_salt(const std::optional<std::string>& value) {
   return salt;
 }
 
+namespace {
+
+std::uint64_t mix(std::uint64_t z) {  // splitmix64's finalizer
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::uint64_t permute_port_index(std::uint64_t index, std::uint64_t span, std::uint64_t salt) {
+  if (span <= 1) return 0;
+  unsigned half = 1;
+  while ((1ull << (2 * half)) < span) ++half;
+  const std::uint64_t mask = (1ull << half) - 1;
+  constexpr int kRounds = 6;
+  std::uint64_t keys[kRounds];
+  for (int i = 0; i < kRounds; ++i) keys[i] = mix(salt + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1));
+  std::uint64_t x = index % span;
+  do {
+    std::uint64_t left = x >> half, right = x & mask;
+    for (std::uint64_t k : keys) {
+      const std::uint64_t next = left ^ (mix(right ^ k) & mask);
+      left = right;
+      right = next;
+    }
+    x = left << half | right;
+  } while (x >= span);  // the cycle through index leads back inside within 4 * span steps
+  return x;
+}
+
 std::optional<std::string> new_port_salt() {
   std::uint64_t bits = 0;
   // GRND_NONBLOCK: at boot, before the pool is ready, no salt beats a blocked srun.

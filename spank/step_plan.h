@@ -41,7 +41,7 @@ struct TaskEnv {
   std::optional<std::string> submit_dir;     // SLURM_SUBMIT_DIR
   std::optional<std::string> labelio;        // SLURM_LABELIO: srun --label
   std::optional<std::string> nodename;       // SLURMD_NODENAME
-  std::optional<std::string> port_salt;      // GPUDIAG_PORT_SALT (port_salt.h)
+  std::optional<std::string> port_salt;      // SLURM_GPUDIAG_PORT_SALT (port_salt.h)
 };
 TaskEnv read_task_env(EnvTarget& env);
 

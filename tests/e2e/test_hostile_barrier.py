@@ -128,10 +128,6 @@ class HostileBarrier(TwoUsersClusterTest):
         nxt = int(r.stdout.strip()) + 1
         span = 65535 - 61000 + 1
         ports = [61000 + (job * 7919) % span for job in range(nxt, nxt + 3)]
-        # And the port of the third job as the plugin will salt it, as if the attacker had
-        # learned that job's salt: what the check still catches.
-        salt = "00000000000004d2"
-        ports.append(61000 + ((nxt + 2) * 7919 + int(salt, 16) % span) % span)
         squat = ("import socket, sys, time\n"
                  "held = []\n"
                  "for p in sys.argv[1:]:\n"
@@ -144,10 +140,25 @@ class HostileBarrier(TwoUsersClusterTest):
         try:
             enforced = self.as_user(self.victim, ["srun", "-n2", "--diag=preflight", *prog])
             plain = self.as_user(self.victim, ["srun", "-n2", *prog])
-            # The check itself still catches the plugin's port when it is taken: the
-            # preflight makes that an error, so no program starts.
-            mine = self.as_user(self.victim, ["env", f"GPUDIAG_PORT_SALT={salt}", "srun", "-n2", "--diag=preflight",
-                                              *prog])
+        finally:
+            self.stop_attack(attack)
+        # The check itself still catches the plugin's port when it is taken: an attacker who
+        # holds every port of the range holds it whatever the salt, and the preflight makes
+        # that an error.
+        everything = ("import resource, socket, time\n"
+                      "resource.setrlimit(resource.RLIMIT_NOFILE, (6000, 6000))\n"
+                      "held = []\n"
+                      "for p in range(61000, 65536):\n"
+                      "    s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
+                      "    try:\n"
+                      "        s.bind(('::', p)); s.listen(); held.append(s)\n"
+                      "    except OSError:\n"
+                      "        s.close()\n"
+                      "print('ready', flush=True)\n"
+                      "time.sleep(600)\n")
+        attack = self.start_attack(everything)
+        try:
+            mine = self.as_user(self.victim, ["srun", "-n2", "--diag=preflight", *prog])
         finally:
             self.stop_attack(attack)
         fix = (r"gpudiag: port \d+ for MASTER_ADDR cannot be bound on " + self.cluster.node +
@@ -157,7 +168,7 @@ class HostileBarrier(TwoUsersClusterTest):
             self.assertNotRegex(run.stderr, fix)
             used = {int(line.split()[-1]) for line in run.stdout.splitlines() if "started" in line}
             self.assertEqual(len(used), 1, run.stdout)
-            self.assertFalse(used & set(ports[:3]), f"the step's MASTER_PORT {used} is one the attacker predicted")
+            self.assertFalse(used & set(ports), f"the step's MASTER_PORT {used} is one the attacker predicted")
         self.assertNotEqual(mine.returncode, 0, mine.stdout)
         self.assertNotIn("started", mine.stdout)
         self.assertRegex(mine.stderr, fix)
@@ -205,8 +216,8 @@ class HostileBarrier(TwoUsersClusterTest):
                                 f"job {job}.{step_id}'s MASTER_PORT is the one any user computes from its id")
 
     def test_one_steps_store_does_not_tell_the_next_steps_port(self):
-        # Every step of a batch job shares the job's salt, and the salt only shifts the
-        # port: step N+1 listens on step N's port + 1. Torch's store on the first node is
+        # Every step of a batch job shares the job's salt; were the salt a shift of the
+        # port, step N+1 would listen on step N's port + 1. Torch's store on the first node is
         # a listening socket that /proc/net/tcp* shows any user, with the victim's uid;
         # seeing step 0's, the attacker takes the next port before step 1 starts.
         watch = ("import socket, sys, time\n"

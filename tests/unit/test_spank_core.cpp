@@ -154,6 +154,29 @@ TEST(PortSalt, OnlySixteenLowercaseHexDigitsAreASalt) {
   EXPECT_NE(*made, *new_port_salt());
 }
 
+// The salt keys a permutation: every index lands on exactly one port, for any span.
+TEST(PortSalt, ThePermutationIsABijectionOfTheRange) {
+  for (std::uint64_t span : {1ull, 2ull, 3ull, 7ull, 4536ull, 65536ull})
+    for (std::uint64_t salt : {1ull, 0x0123456789abcdefull, ~0ull}) {
+      std::vector<bool> hit(span, false);
+      for (std::uint64_t i = 0; i < span; ++i) {
+        const std::uint64_t p = permute_port_index(i, span, salt);
+        ASSERT_LT(p, span) << span;
+        ASSERT_FALSE(hit[p]) << "span " << span << " salt " << salt << " index " << i;
+        hit[p] = true;
+      }
+    }
+}
+
+// One step's port must not tell the next step's: with a shift it was always +1.
+TEST(MasterPort, OneStepsPortDoesNotTellTheNextOnes) {
+  PortRange r;
+  std::set<int> gaps;
+  for (std::uint32_t step = 0; step < 20; ++step)
+    gaps.insert(master_port(4242, step + 1, 0x5eed5eed5eed5eedull, r) - master_port(4242, step, 0x5eed5eed5eed5eedull, r));
+  EXPECT_GT(gaps.size(), 15u);
+}
+
 // The plan reads the job's salt from the task's environment; a missing one is no salt.
 TEST(MasterPort, ThePlanUsesTheJobsSalt) {
   StepInputs in;
