@@ -128,6 +128,11 @@ StepPlan plan_step(const StepInputs& in) {
 
   TaskIds t = in.ids;
   t.port_salt = parse_port_salt(in.env.port_salt);
+  // Only the user can put a bad salt there (srun and sbatch replace one): say once what it costs.
+  if (in.env.port_salt && !t.port_salt && t.rank == 0 && (p.torch_env || p.torchrun_env))
+    plan.notices.push_back(std::string("gpudiag: ") + kPortSaltEnv +
+                           " is not 16 lowercase hex digits, so MASTER_PORT is the one any user can compute from "
+                           "the job id; unset it and srun or sbatch makes one");
   const int gpus = count_visible_gpus(in.env.cuda_visible_devices).value_or(0);
   t.nproc_per_node = p.nproc_per_node > 0 ? p.nproc_per_node : (gpus > 0 ? gpus : 1);
   const PortRange range{p.master_port_first, p.master_port_last};

@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -23,6 +22,20 @@ from plugin_cluster import PYTHON, TwoUsersClusterTest  # noqa: E402
 # As the attacker: every new listening TCP6 port of VICTIM_UID gets a forged failure for
 # each rank, garbage, a 4000-byte line and 50 silent connections, and a bind of the same
 # port on loopback; every process of the victim gets a read of /proc/PID/environ. Prints what it did; runs until killed.
+# Another user listens on every port named on its command line that is free (up to the
+# whole MASTER_PORT range), as torch's store would, before the victim's job starts.
+SQUAT = ("import resource, socket, sys, time\n"
+         "resource.setrlimit(resource.RLIMIT_NOFILE, (6000, 6000))\n"
+         "held = []\n"
+         "for p in sys.argv[1:]:\n"
+         "    s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
+         "    try:\n"
+         "        s.bind(('::', int(p))); s.listen(); held.append(s)\n"
+         "    except OSError:\n"
+         "        s.close()\n"
+         "print('ready', flush=True)\n"
+         "time.sleep(600)\n")
+
 ATTACK = r"""
 import os, socket, sys, time
 victim = sys.argv[1]
@@ -96,6 +109,13 @@ class HostileBarrier(TwoUsersClusterTest):
         self.assertEqual(p.stdout.readline().strip(), "ready", p.stderr.read() if p.poll() is not None else "")
         return p
 
+    def next_jobs_unsalted_ports(self, count):
+        """Step 0's MASTER_PORT of each of the next `count` jobs as the job id alone gives it
+        (spank/dist_env.cpp without the salt): what any user can compute."""
+        r = self.cluster.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], cwd=self.tmp)
+        nxt = int(r.stdout.strip()) + 1
+        return [61000 + (job * 7919) % (65535 - 61000 + 1) for job in range(nxt, nxt + count)]
+
     @staticmethod
     def stop_attack(p):
         os.killpg(p.pid, signal.SIGKILL)  # runuser, env and the attacker's python
@@ -124,18 +144,8 @@ class HostileBarrier(TwoUsersClusterTest):
         # Without the job's secret salt (spank/port_salt.h) the plugin's port would be a
         # function of the job id: the attacker listens on the next jobs' unsalted ports on
         # the first node before they run. The victim's steps must not land there.
-        r = self.cluster.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], cwd=self.tmp)
-        nxt = int(r.stdout.strip()) + 1
-        span = 65535 - 61000 + 1
-        ports = [61000 + (job * 7919) % span for job in range(nxt, nxt + 3)]
-        squat = ("import socket, sys, time\n"
-                 "held = []\n"
-                 "for p in sys.argv[1:]:\n"
-                 "    s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
-                 "    s.bind(('::', int(p))); s.listen(); held.append(s)\n"
-                 "print('ready', flush=True)\n"
-                 "time.sleep(600)\n")
-        attack = self.start_attack(squat, *map(str, ports))
+        ports = self.next_jobs_unsalted_ports(3)
+        attack = self.start_attack(SQUAT, *map(str, ports))
         prog = [PYTHON, "-c", "import os; print('started', os.environ['MASTER_PORT'])"]
         try:
             enforced = self.as_user(self.victim, ["srun", "-n2", "--diag=preflight", *prog])
@@ -145,18 +155,7 @@ class HostileBarrier(TwoUsersClusterTest):
         # The check itself still catches the plugin's port when it is taken: an attacker who
         # holds every port of the range holds it whatever the salt, and the preflight makes
         # that an error.
-        everything = ("import resource, socket, time\n"
-                      "resource.setrlimit(resource.RLIMIT_NOFILE, (6000, 6000))\n"
-                      "held = []\n"
-                      "for p in range(61000, 65536):\n"
-                      "    s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
-                      "    try:\n"
-                      "        s.bind(('::', p)); s.listen(); held.append(s)\n"
-                      "    except OSError:\n"
-                      "        s.close()\n"
-                      "print('ready', flush=True)\n"
-                      "time.sleep(600)\n")
-        attack = self.start_attack(everything)
+        attack = self.start_attack(SQUAT, *map(str, range(61000, 65536)))
         try:
             mine = self.as_user(self.victim, ["srun", "-n2", "--diag=preflight", *prog])
         finally:
@@ -179,17 +178,7 @@ class HostileBarrier(TwoUsersClusterTest):
         # set in its own environment never reaches the step, which falls back to the port
         # every other user can compute from the job id, and squat before the job starts.
         span = 65535 - 61000 + 1
-        r = self.cluster.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], cwd=self.tmp)
-        nxt = int(r.stdout.strip()) + 1
-        # The next three jobs' step 0 (the steps below), as the job and step ids alone give them.
-        ports = [61000 + (job * 7919) % span for job in range(nxt, nxt + 3)]
-        squat = ("import socket, sys, time\n"
-                 "held = []\n"
-                 "for p in sys.argv[1:]:\n"
-                 "    s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
-                 "    s.bind(('::', int(p))); s.listen(); held.append(s)\n"
-                 "print('ready', flush=True)\n"
-                 "time.sleep(600)\n")
+        ports = self.next_jobs_unsalted_ports(3)  # the steps below, as their ids alone give them
         script = os.path.join(self.victim.home, "clean.sh")
         with open(script, "w") as f:
             f.write("#!/bin/sh\n/usr/bin/srun -n1 /bin/sh -c 'echo started $SLURM_JOB_ID $SLURM_STEP_ID $MASTER_PORT'\n")
@@ -197,7 +186,7 @@ class HostileBarrier(TwoUsersClusterTest):
         os.chmod(script, 0o755)
         out = os.path.join(self.victim.home, "clean.out")
         step = ["/bin/sh", "-c", "echo started $SLURM_JOB_ID $SLURM_STEP_ID $MASTER_PORT"]
-        attack = self.start_attack(squat, *map(str, ports))
+        attack = self.start_attack(SQUAT, *map(str, ports))
         try:
             runs = [self.as_user(self.victim, ["srun", "-n1", "--export=NONE", *step]),
                     self.as_user(self.victim, ["srun", "-n1", "--export=HOME", *step]),

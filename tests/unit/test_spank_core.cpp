@@ -193,6 +193,16 @@ TEST(MasterPort, ThePlanUsesTheJobsSalt) {
   in.env.port_salt = "00000000000004d2";
   EXPECT_EQ(port_of(plan_step(in)), master_port(77, 0, 0x4d2, r));
   EXPECT_NE(port_of(plan_step(in)), master_port(77, 0, 0, r));
+  EXPECT_TRUE(plan_step(in).notices.empty());
+  // A bad one is no salt, and rank 0 says what that costs and the fix.
+  in.env.port_salt = "not-a-salt";
+  const StepPlan bad = plan_step(in);
+  EXPECT_EQ(port_of(bad), master_port(77, 0, 0, r));
+  ASSERT_EQ(bad.notices.size(), 1u);
+  EXPECT_NE(bad.notices[0].find("SLURM_GPUDIAG_PORT_SALT is not 16 lowercase hex digits"), std::string::npos);
+  EXPECT_NE(bad.notices[0].find("unset it"), std::string::npos);
+  in.ids.rank = 1;
+  EXPECT_TRUE(plan_step(in).notices.empty());
 }
 
 TEST(DistEnv, TorchAndTorchrun) {
