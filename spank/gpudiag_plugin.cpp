@@ -26,6 +26,7 @@ extern "C" {
 #include "spank/diag_options.h"
 #include "spank/env_writer.h"
 #include "spank/nccl_defaults.h"
+#include "spank/node_relay.h"
 #include "spank/output_relay.h"
 #include "spank/preflight.h"
 #include "spank/preflight_barrier.h"
@@ -80,6 +81,9 @@ struct StepdSide {
   std::string remote_error;
   gpudiag::StepKiller killer;  // a refused task ends the step on every node
   bool forward_stepd_signals = false;  // the relay passes slurmstepd's signals on (proctrack_kind.h)
+  // The node's relay thread (node_relay.h), started in user_init. Never deleted in a task:
+  // the forked copy of the pointer leads to a thread that is not in that process.
+  gpudiag::NodeRelay* node_relay = nullptr;
 };
 
 Options g_opt;
@@ -183,7 +187,7 @@ bool forwarded_to_srun(int fd) {
   return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
 }
 
-void start_output_relay(const gpudiag::StepPlan& plan, int rank) {
+void start_output_relay(const gpudiag::StepPlan& plan, int rank, int local_id) {
   gpudiag::StreamFacts streams;
   streams.out_forwarded = forwarded_to_srun(STDOUT_FILENO);
   streams.err_forwarded = forwarded_to_srun(STDERR_FILENO);
@@ -192,6 +196,15 @@ void start_output_relay(const gpudiag::StepPlan& plan, int rank) {
   auto choice = gpudiag::plan_relay(plan, rank, streams);
   if (choice.notice) slurm_error("%s", choice.notice->c_str());
   if (!choice.relay) return;
+  // Tags alone: the node's thread relays, and the task is the program itself. A watched
+  // task keeps its own relay process, where the watchdog lives.
+  gpudiag::NodeRelay* node = g_stepd.node_relay;
+  if (choice.relay->hang.duration_s <= 0 && node && node->running()) {
+    auto err = gpudiag::hand_to_node_relay(node->task_socket(), *choice.relay, local_id);
+    if (!err) return;
+    slurm_error("gpudiag: task %d relays its own output (the node's relay thread refused it: %s)", rank,
+                err->c_str());
+  }
   choice.relay->forward_stepd_signals = g_stepd.forward_stepd_signals;
   // Returns here in the program's process; the relay never comes back.
   if (auto err = gpudiag::start_relay(*choice.relay))
@@ -312,7 +325,7 @@ int task_init(spank_t sp) {
     const bool passed = preflight_passes(env, plan, local_id);
     if (!barrier_lets_go(env, plan, t.rank, local_id, passed)) return refuse_task("", local_id == 0 && !passed);
   }
-  start_output_relay(plan, t.rank);
+  start_output_relay(plan, t.rank, local_id);
   return 0;
 }
 
@@ -339,6 +352,22 @@ void check_rendezvous(spank_t sp) {
     if (auto v = gpudiag::user_value(env, name)) user.emplace_back(name, *v);
   for (const auto& target : gpudiag::rendezvous_targets(user, gpudiag::planned_rendezvous_env(p, ids), nodeid == 0))
     g_stepd.rendezvous.push_back(gpudiag::gather_rendezvous(target, gpudiag::kRendezvousLookupDeadline));
+}
+
+// slurmstepd, once per step and node: the thread that tags every local task's lines, when
+// the step's lines are tagged at all.
+void start_node_relay(spank_t sp) {
+  std::uint32_t step = 0, total = 1;
+  if (!item(sp, S_JOB_STEPID, step) || !gpudiag::step_runs_tasks(step)) return;
+  item(sp, S_JOB_TOTAL_TASK_COUNT, total);
+  if (!gpudiag::prefix_wanted(g_opt.diag, g_opt.cfg.plugin, static_cast<int>(total))) return;
+  auto* relay = new gpudiag::NodeRelay();
+  if (auto err = relay->start()) {
+    slurm_info("gpudiag: each task relays its own output: %s", err->c_str());
+    delete relay;
+    return;
+  }
+  g_stepd.node_relay = relay;
 }
 
 // srun, sbatch and salloc: the job's MASTER_PORT secret (port_salt.h). One the job already
@@ -456,6 +485,12 @@ int slurm_spank_user_init(spank_t sp, int, char**) {
     if (spank_context() == S_CTX_REMOTE) check_rendezvous(sp);
     return 0;
   });
+  // Before the tasks fork, so that they inherit its socket. Without it the tasks relay
+  // themselves, as before (on_error 0).
+  guarded("user init", 0, [&] {
+    if (spank_context() == S_CTX_REMOTE) start_node_relay(sp);
+    return 0;
+  });
   // NCCL defaults are a convenience: never fail a job over them (on_error 0).
   return guarded("user init", 0, [&] {
     if (spank_context() != S_CTX_REMOTE) return 0;
@@ -477,8 +512,16 @@ int slurm_spank_local_user_init(spank_t sp, int, char**) {
   });
 }
 
+// slurmstepd, after the step's output is out (node_relay.h): the relay thread ends.
 // srun, after the step: what NCCL did, from the logs the tasks wrote (issue 7).
 int slurm_spank_exit(spank_t, int, char**) {
+  guarded("exit", 0, [&] {
+    if (spank_context() != S_CTX_REMOTE || !g_stepd.node_relay) return 0;
+    g_stepd.node_relay->stop();
+    delete g_stepd.node_relay;
+    g_stepd.node_relay = nullptr;
+    return 0;
+  });
   return guarded("exit", 0, [&] {
     if (spank_context() != S_CTX_LOCAL || !g_opt.diag.enabled || !g_srun.have_step) return 0;
     // The tasks' rule: srun hands them its own directory as $SLURM_SUBMIT_DIR.
@@ -507,6 +550,10 @@ int slurm_spank_task_exit(spank_t sp, int, char**) {
     if (spank_context() != S_CTX_REMOTE) return 0;
     std::uint32_t job = 0, step = 0, total = 1;
     if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step) || !gpudiag::step_runs_tasks(step)) return 0;
+    if (g_stepd.node_relay) {
+      int local_id = -1;
+      if (item(sp, S_TASK_ID, local_id)) g_stepd.node_relay->task_exited(local_id);
+    }
     // One task: it is the step, and it has already ended.
     if (item(sp, S_JOB_TOTAL_TASK_COUNT, total) && total <= 1) return 0;
     // The error goes to slurmd's log: the user's terminal already has the refusal.

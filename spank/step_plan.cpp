@@ -15,14 +15,6 @@ constexpr std::uint32_t kBatchStep = 0xfffffffb;
 constexpr std::uint32_t kExternStep = 0xfffffffc;
 constexpr std::uint32_t kInteractiveStep = 0xfffffffa;
 
-// --diag items win over the site's settings; each rule is decided once, here.
-bool prefix_wanted(const DiagOptions& d, const PluginSettings& p, int world_size) {
-  if (d.prefix) return *d.prefix;
-  if (p.prefix == "always") return true;
-  if (p.prefix == "never") return false;
-  return world_size > 1;
-}
-
 HangWatch hang_watch(const StepInputs& in, const std::string& diag_dir, const std::string& host) {
   const PluginSettings& p = in.cfg.plugin;
   HangWatch w;
@@ -46,6 +38,14 @@ void append_lines(std::vector<std::string>& to, const std::vector<std::string>& 
 }
 
 }  // namespace
+
+// --diag items win over the site's settings; each rule is decided once, here.
+bool prefix_wanted(const DiagOptions& d, const PluginSettings& p, int world_size) {
+  if (d.prefix) return *d.prefix;
+  if (p.prefix == "always") return true;
+  if (p.prefix == "never") return false;
+  return world_size > 1;
+}
 
 Result<DiagOptions> merge_diag_options(std::string_view from_env, const std::optional<std::string>& option) {
   DiagOptions base;

@@ -29,6 +29,10 @@ namespace gpudiag {
 // (empty for a bare --diag), nullopt when --diag was not given. Errors are messages.
 Result<DiagOptions> merge_diag_options(std::string_view from_env, const std::optional<std::string>& option);
 
+// Whether the step's lines get the [host:rank] tag: --diag first, then the site's
+// plugin.prefix ("auto": steps of more than one task).
+bool prefix_wanted(const DiagOptions& d, const PluginSettings& p, int world_size);
+
 // Batch scripts, the extern step and salloc's interactive step run no srun tasks: no
 // per-task values go there (ARCHITECTURE §3).
 bool step_runs_tasks(std::uint32_t step_id);

@@ -99,24 +99,30 @@ class Relay(PluginClusterTest):
         self.assertEqual(lines, sorted(["from-batch", self.tag(0) + " from-step", self.tag(1) + " from-step"]))
 
     def test_step_as_another_user(self):
+        """The relay process of a watched step runs as the user; without the watchdog the
+        program is slurmstepd's own child (the relay is a thread there, node_relay.h), as
+        without gpudiag. Nothing gpudiag makes belongs to root."""
         nobody = pwd.getpwnam("nobody")
         work = os.path.join(self.tmp, "shared")
         os.makedirs(work, exist_ok=True)
         os.chmod(work, 0o1777)
         probe = ("import os; p = os.getppid(); "
                  "uid = [l.split()[1] for l in open(f'/proc/{p}/status') if l.startswith('Uid:')][0]; "
-                 "print(os.getuid(), uid, os.environ['GPUDIAG_DIAG_DIR'])")
-        r = self.srun_as("nobody", "-n2", "--diag", PYTHON, "-c", probe, cwd=work)
-        lines = [untag(l).split() for l in r.stdout.splitlines()]
-        self.assertEqual(len(lines), 2, r.stdout)
-        for task_uid, relay_uid, diag_dir in lines:
-            self.assertEqual(int(task_uid), nobody.pw_uid)
-            self.assertEqual(int(relay_uid), nobody.pw_uid, "the relay runs as the user")
-            self.assertEqual(os.stat(diag_dir).st_uid, nobody.pw_uid, "the diag dir is the user's")
+                 "gp = open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1]; "
+                 "print(os.getuid(), uid, open(f'/proc/{gp}/comm').read().strip(), os.environ['GPUDIAG_DIAG_DIR'])")
+        # The relay process's parent is slurmstepd; slurmstepd's is not.
+        for diag, parent_uid, relayed in (("--diag=hang=600s", nobody.pw_uid, True), ("--diag", 0, False)):
+            r = self.srun_as("nobody", "-n2", diag, PYTHON, "-c", probe, cwd=work)
+            lines = [untag(l).split() for l in r.stdout.splitlines()]
+            self.assertEqual(len(lines), 2, r.stdout)
+            for task_uid, relay_uid, above, diag_dir in lines:
+                self.assertEqual(int(task_uid), nobody.pw_uid)
+                self.assertEqual(int(relay_uid), parent_uid, f"{diag}: the program's parent")
+                self.assertEqual(above == "slurmstepd", relayed, f"{diag}: the program's grandparent is {above}")
+                self.assertEqual(os.stat(diag_dir).st_uid, nobody.pw_uid, "the diag dir is the user's")
         for root, dirs, files in os.walk(work):
             for name in dirs + files:
                 self.assertNotEqual(os.lstat(os.path.join(root, name)).st_uid, 0, f"root created {name}")
-
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

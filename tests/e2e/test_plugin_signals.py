@@ -1,10 +1,11 @@
-"""Signals that Slurm sends a step reach the program exactly once, with the output relay
-in between as without it, under both ways slurmstepd signals a step:
+"""Signals that Slurm sends a step reach the program exactly once, with either output
+relay as without one, under both ways slurmstepd signals a step:
 
 - proctrack/linuxproc signals every process of the step's tree, proctrack/pgid the task's
   process group (the program directly);
-- proctrack/cgroup (most GPU clusters) signals only slurmstepd's own children, i.e. the
-  relay, which must pass it on.
+- proctrack/cgroup (most GPU clusters) signals only slurmstepd's own children: the
+  program itself under the node's relay thread (node_relay.h), the relay process under
+  the hang watchdog (output_relay.h), which must pass it on.
 
 Each class starts one throwaway Slurm; the cgroup one needs the cgroup v1 freezer
 controller mounted writable (it is skipped, saying why, where it is not)."""
@@ -81,16 +82,23 @@ class SignalsOnce:
     def count(self, out, word, rank):
         return self.lines(out).count(f"got {word} rank {rank}")
 
+    RELAYS = {
+        "thread": ["-n2"],                       # tagged: the node's relay thread
+        "process": ["-n2", "--diag=hang=600s"],  # the watchdog's relay process per task
+        "none": ["-n2", "--label"],              # srun tags, gpudiag does not
+    }
+
     def signals_reach_program_once(self, relay):
         """scancel --signal=USR1 JOB.0, --signal=ALRM, SIGUSR2 to srun, then scancel JOB
         (SIGTERM): each rank's program sees each exactly once."""
-        args = ["-n2", PYTHON, "-c", TRAPS] if relay else ["-n2", "--label", PYTHON, "-c", TRAPS]
-        p, out, err = self.start_srun(*args)
+        p, out, err = self.start_srun(*self.RELAYS[relay], PYTHON, "-c", TRAPS)
         ready = lambda: [l for l in self.lines(out) if l.startswith("ready ")]  # noqa: E731
         self.wait_until(lambda: len(ready()) == 2, "both tasks to be ready")
         job = ready()[0].split()[4]
         for line in ready():
-            self.assertTrue(line.endswith(f"relayed {relay}"), f"{line!r}: the relay is {'off' if relay else 'on'}")
+            self.assertTrue(line.endswith(f"relayed {relay == 'process'}"), f"{line!r}: wanted relay {relay}")
+        out.seek(0)
+        self.assertEqual(out.read().startswith(b"["), relay != "none", "gpudiag's tags")
         self.cluster.run(["scancel", "--signal=USR1", f"{job}.0"])
         self.wait_until(lambda: all(self.count(out, "SIGUSR1", r) for r in range(2)),
                         "both programs to get scancel --signal=USR1", timeout=15)
@@ -116,11 +124,14 @@ class SignalsOnce:
             self.assertIn(f"done rank {rank}", self.lines(out), text)
         self.wait_until(lambda: not self.cluster.run(["squeue", "-h"]).stdout.strip(), "the job to leave the queue")
 
-    def test_signals_reach_the_program_once_through_the_relay(self):
-        self.signals_reach_program_once(relay=True)
+    def test_signals_reach_the_program_once_through_the_relay_thread(self):
+        self.signals_reach_program_once("thread")
 
-    def test_signals_reach_the_program_once_without_the_relay(self):
-        self.signals_reach_program_once(relay=False)
+    def test_signals_reach_the_program_once_through_a_relay_process(self):
+        self.signals_reach_program_once("process")
+
+    def test_signals_reach_the_program_once_without_a_relay(self):
+        self.signals_reach_program_once("none")
 
 
 class SignalsUnderLinuxproc(SignalsOnce, PluginClusterTest):

@@ -1,6 +1,8 @@
 """The output relay under stress in a real srun/slurmstepd (issue 9): a client that
 stops reading, srun killed mid-step, scancel during heavy output, a program that
-ignores SIGTERM, binary and NUL bytes, and children that outlive their task.
+ignores SIGTERM, binary and NUL bytes, and children that outlive their task. Both
+relays: the node's thread in slurmstepd (node_relay.h, every tagged step) and the relay
+process per task (output_relay.h, a step with the hang watchdog).
 
 The assertions are the relay's promises: no byte lost (or, where the step is killed,
 no byte lost before the kill and no torn line), the exit status kept, bounded memory,
@@ -105,6 +107,11 @@ def rss_kib(pid):
 
 
 class RelayStress(PluginClusterTest):
+    # The node's relay thread: the programs are slurmstepd's own children, and the relay
+    # is that slurmstepd.
+    step_args = ()
+    relays_per_node = 1
+
     def tag(self, rank):
         return f"[{self.cluster.node}:{rank}]".encode()
 
@@ -115,7 +122,7 @@ class RelayStress(PluginClusterTest):
         """srun in the background with stdout and stderr going to files."""
         out = tempfile.TemporaryFile(dir=self.tmp)
         err = tempfile.TemporaryFile(dir=self.tmp)
-        p = subprocess.Popen(["srun", *args], env=self.cluster.env, cwd=self.tmp, stdout=out, stderr=err)
+        p = subprocess.Popen(["srun", *self.step_args, *args], env=self.cluster.env, cwd=self.tmp, stdout=out, stderr=err)
         return p, out, err
 
     @staticmethod
@@ -139,22 +146,28 @@ class RelayStress(PluginClusterTest):
             self.cluster.run(["scancel", job])
 
     def start_step(self, marker, *args, first_bytes=1):
-        """srun -n2 in the background, once both relays run and `first_bytes` arrived."""
+        """srun -n2 in the background, once both programs run and `first_bytes` arrived."""
         p, out, err = self.start_srun("-n2", *args)
-        self.wait_until(lambda: len(self.relays_of(marker)) == 2, "both relays to start")
+        self.wait_until(lambda: len(self.programs_of(marker)) == 2, "both programs to start")
         relays = self.relays_of(marker)
+        self.assertEqual(len(relays), self.relays_per_node, relays)
         self.wait_until(lambda: os.fstat(out.fileno()).st_size >= first_bytes, f"{first_bytes} bytes of output")
         return p, out, err, relays
 
-    def relays_of(self, marker):
-        """The relay of each task: the parent of the program (the relay never execs, so it
-        looks like slurmstepd)."""
-        relays = set()
+    @staticmethod
+    def programs_of(marker):
+        """{program: its parent}, for the programs whose parent is slurmstepd or a relay
+        process (which never execs, so it looks like slurmstepd)."""
+        programs = {}
         for pid in processes_with(marker):
             ppid = status_field(pid, "PPid")
             if ppid and b"slurmstepd" in cmdline(ppid):
-                relays.add(int(ppid))
-        return relays
+                programs[pid] = int(ppid)
+        return programs
+
+    def relays_of(self, marker):
+        """The processes that relay: the programs' parents."""
+        return set(self.programs_of(marker).values())
 
     def assert_clean_end(self, marker, relays=()):
         """Nothing of the step lives on, the daemons are up, the node takes the next step."""
@@ -237,7 +250,7 @@ class RelayStress(PluginClusterTest):
         p, out, err = self.start_srun("-n2", PYTHON, "-c", IGNORES_TERM, marker)
         self.wait_until(lambda: self.read(out).count(b"ready") == 2, "both tasks to be ready")
         relays = self.relays_of(marker)
-        self.assertEqual(len(relays), 2)
+        self.assertEqual(len(relays), self.relays_per_node, relays)
         cancelled = time.monotonic()
         self.cancel_all()
         p.wait(timeout=60)
@@ -254,7 +267,7 @@ class RelayStress(PluginClusterTest):
         self.assert_clean_end(marker, relays)
 
     def test_binary_and_nul_bytes_pass_exactly(self):
-        r = self.srun("-n2", PYTHON, "-c", BINARY, text=False, timeout=300)
+        r = self.srun(*self.step_args, "-n2", PYTHON, "-c", BINARY, text=False, timeout=300)
         for rank in range(2):
             got_out = strip(r.stdout, self.tag(rank))
             got_err = strip(r.stderr, self.tag(rank))
@@ -275,7 +288,8 @@ class RelayStress(PluginClusterTest):
                   f'(exec -a {marker}-holder sleep 300) & '
                   'echo parent; exit 4')
         started = time.monotonic()
-        r = self.srun("-n2", "/bin/bash", "-c", script, marker, check=False, text=False, timeout=120)
+        r = self.srun(*self.step_args, "-n2", "/bin/bash", "-c", script, marker, check=False, text=False,
+                      timeout=120)
         took = time.monotonic() - started
         self.assertEqual(r.returncode, 4, r.stderr[-2000:])
         self.assertLess(took, 30, "the step waited for the children")
@@ -294,6 +308,17 @@ class RelayStress(PluginClusterTest):
             for pid in processes_with(marker + "-holder"):
                 os.kill(pid, signal.SIGKILL)
         self.assert_clean_end(marker)
+
+
+class RelayStressPerTask(RelayStress):
+    """The relay process per task, which the hang watchdog needs: the cases where it
+    differs from the thread (its memory, its own reading of a gone srun, the drain limit
+    and SIGTERM reaching it first)."""
+    step_args = ("--diag=hang=600s",)
+    relays_per_node = 2
+    test_scancel_during_heavy_output = None
+    test_binary_and_nul_bytes_pass_exactly = None
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

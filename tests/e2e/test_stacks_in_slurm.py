@@ -72,9 +72,12 @@ class StacksOfBusyJobs(unittest.TestCase):
     def wait_for_step(self, step):
         self.cluster.wait_for(lambda: step in self.cluster.run(["squeue", "-h", "-s", "-o", "%i"]).stdout.split(),
                               f"step {step} to run")
-        # Until both tasks have exec'd their program.
-        self.cluster.wait_for(lambda: len(self.cluster.run(["scontrol", "listpids", step], check=False)
-                                          .stdout.splitlines()) >= 5, f"the processes of {step}")
+        # Until both tasks have exec'd their program (behind a relay process or not).
+        def programs():
+            pids = [l.split()[0] for l in self.cluster.run(["scontrol", "listpids", step], check=False)
+                    .stdout.splitlines()[1:] if l.split() and l.split()[0].isdigit()]
+            return [p for p in pids if read(f"/proc/{p}/comm").strip() == "python3"]
+        self.cluster.wait_for(lambda: len(programs()) >= 2, f"the programs of {step}")
 
     def assert_two_ranks_of(self, out, job):
         self.assertIn(f"gpudiag stacks: job {job}", out)
@@ -100,7 +103,7 @@ class StacksOfBusyJobs(unittest.TestCase):
         with open(script, "w") as f:
             f.write("#!/bin/sh\n"
                     f"srun -n2 {PROGRAM} &\n"
-                    "while [ \"$(scontrol listpids $SLURM_JOB_ID.0 2>/dev/null | wc -l)\" -lt 5 ]; do sleep 0.2; done\n"
+                    "while [ \"$(pgrep -c -x -u $(id -u) python3)\" -lt 2 ]; do sleep 0.2; done\n"
                     f"timeout 60 {GPUDIAG} stacks $SLURM_JOB_ID.0 > {out} 2>&1\n"
                     f"echo \"exit $?\" >> {out}\n"
                     "kill %1\n")

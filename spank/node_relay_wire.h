@@ -1,0 +1,35 @@
+#pragma once
+// What a task hands the node's relay thread (node_relay.h) over their socketpair: one
+// SOCK_SEQPACKET message per task, these bytes plus 2 or 4 fds passed with SCM_RIGHTS,
+// in this order: [Slurm's stdout, our stdout pipe's read end] when `out`, then the same
+// pair for stderr when `err`. The bytes are a fixed header and the tag:
+//   "GDR1" | local id (u32) | max line (u32) | flags (u8) | tag length (u16) | tag
+// All integers in host order: both ends are the same build on the same node. The thread
+// runs in slurmstepd as root, so a message that is not exactly this is refused whole.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gpudiag {
+
+struct TaskHandoff {
+  std::uint32_t local_id = 0;
+  std::uint32_t max_line = 0;
+  bool out = false, err = false;          // which streams come with the message
+  bool tag_out = true, tag_err = true;    // tag their lines, or pass the bytes as they are
+  std::string tag;
+};
+
+constexpr std::size_t kMaxHandoffTag = 256;
+constexpr std::size_t kMaxHandoffBytes = 4 + 4 + 4 + 1 + 2 + kMaxHandoffTag;
+
+// Pure. nullopt: no streams, a tag longer than kMaxHandoffTag, or a max line outside
+// 16 bytes to 1 MiB.
+std::optional<std::string> encode_handoff(const TaskHandoff& h);
+std::optional<TaskHandoff> decode_handoff(std::string_view bytes);
+// How many fds a message with these streams carries.
+inline int handoff_fd_count(const TaskHandoff& h) { return (h.out ? 2 : 0) + (h.err ? 2 : 0); }
+
+}  // namespace gpudiag

@@ -1,0 +1,296 @@
+// The node's relay thread, for real: the test process plays slurmstepd (it starts the
+// thread and holds Slurm's pipes), forked children play the tasks (they hand their
+// streams over and exec a shell command, as slurmstepd's tasks exec the program).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "spank/line_prefixer.h"
+#include "spank/node_relay.h"
+#include "spank/node_relay_wire.h"
+
+using namespace gpudiag;
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// One task as slurmstepd makes it: Slurm's stdout and stderr pipes, whose read ends the
+// test keeps.
+struct Task {
+  pid_t pid = -1;
+  int out_r = -1, err_r = -1;
+  std::string out, err;
+};
+
+RelayPlan plan_for(int rank) {
+  RelayPlan p;
+  p.tag = "[h:" + std::to_string(rank) + "]";
+  p.out = p.err = true;
+  return p;
+}
+
+Task start_task(NodeRelay& relay, int local_id, const std::string& script, RelayPlan plan) {
+  int out[2], err[2];
+  EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+  Task t;
+  t.pid = ::fork();
+  if (t.pid == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    if (auto e = hand_to_node_relay(relay.task_socket(), plan, local_id)) {
+      ::dprintf(2, "handoff: %s\n", e->c_str());
+      ::_exit(99);
+    }
+    ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // As slurmstepd after the fork (io_close_task_fds): only the task holds the write ends.
+  ::close(out[1]);
+  ::close(err[1]);
+  t.out_r = out[0];
+  t.err_r = err[0];
+  return t;
+}
+
+// Reads both of Slurm's pipes to EOF (the relay thread closed them), at most max_s.
+bool read_to_eof(Task& t, double max_s = 60) {
+  const auto start = std::chrono::steady_clock::now();
+  int fds[2] = {t.out_r, t.err_r};
+  std::string* to[2] = {&t.out, &t.err};
+  char buf[65536];
+  while ((fds[0] >= 0 || fds[1] >= 0) && since(start) < max_s) {
+    pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    if (::poll(p, 2, 100) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] < 0 || !p[i].revents) continue;
+      const ssize_t n = ::read(fds[i], buf, sizeof buf);
+      if (n > 0) {
+        to[i]->append(buf, static_cast<std::size_t>(n));
+      } else {
+        ::close(fds[i]);
+        fds[i] = -1;
+      }
+    }
+  }
+  t.out_r = fds[0];
+  t.err_r = fds[1];
+  return fds[0] < 0 && fds[1] < 0;
+}
+
+int wait_exit(Task& t) {
+  int status = 0;
+  ::waitpid(t.pid, &status, 0);
+  return status;
+}
+
+}  // namespace
+
+TEST(HandoffWire, RoundTrips) {
+  TaskHandoff h;
+  h.local_id = 7;
+  h.max_line = 1024;
+  h.out = true;
+  h.err = false;
+  h.tag_out = true;
+  h.tag_err = false;
+  h.tag = "[node7:31]";
+  auto bytes = encode_handoff(h);
+  ASSERT_TRUE(bytes);
+  auto back = decode_handoff(*bytes);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->local_id, 7u);
+  EXPECT_EQ(back->max_line, 1024u);
+  EXPECT_TRUE(back->out);
+  EXPECT_FALSE(back->err);
+  EXPECT_TRUE(back->tag_out);
+  EXPECT_FALSE(back->tag_err);
+  EXPECT_EQ(back->tag, "[node7:31]");
+  EXPECT_EQ(handoff_fd_count(*back), 2);
+}
+
+TEST(HandoffWire, RefusesAnythingElse) {
+  TaskHandoff h;
+  h.max_line = 1024;
+  h.out = h.err = true;
+  h.tag = "[h:0]";
+  const std::string good = *encode_handoff(h);
+  EXPECT_FALSE(decode_handoff(""));
+  EXPECT_FALSE(decode_handoff(good.substr(0, good.size() - 1)));  // short tag
+  EXPECT_FALSE(decode_handoff(good + "x"));                       // trailing bytes
+  std::string bad = good;
+  bad[0] = 'X';
+  EXPECT_FALSE(decode_handoff(bad));
+  bad = good;
+  bad[12] = static_cast<char>(0x10 | 3);  // an unknown flag
+  EXPECT_FALSE(decode_handoff(bad));
+  bad = good;
+  bad[12] = 0;  // no stream
+  EXPECT_FALSE(decode_handoff(bad));
+  TaskHandoff odd = h;
+  odd.max_line = 8;
+  EXPECT_FALSE(encode_handoff(odd));
+  odd.max_line = 2u << 20;
+  EXPECT_FALSE(encode_handoff(odd));
+  odd = h;
+  odd.tag.assign(kMaxHandoffTag + 1, 'x');
+  EXPECT_FALSE(encode_handoff(odd));
+  odd = h;
+  odd.out = odd.err = false;
+  EXPECT_FALSE(encode_handoff(odd));
+}
+
+TEST(NodeRelay, TagsEveryTasksLinesAndClosesEachAtItsEnd) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  std::vector<Task> tasks;
+  for (int i = 0; i < 3; ++i)
+    tasks.push_back(start_task(relay, i, "echo out" + std::to_string(i) + "; printf 'err' >&2; exit " +
+                                             std::to_string(i), plan_for(10 + i)));
+  for (int i = 0; i < 3; ++i) {
+    Task& t = tasks[i];
+    ASSERT_TRUE(read_to_eof(t)) << "task " << i;
+    const std::string tag = "[h:" + std::to_string(10 + i) + "]";
+    EXPECT_EQ(t.out, tag + " out" + std::to_string(i) + "\n");
+    EXPECT_EQ(t.err, tag + "+err\n");
+    const int status = wait_exit(t);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), i) << "the program is the task: its own exit code";
+  }
+  relay.stop();
+}
+
+TEST(NodeRelay, LosesNoByteWhenSlurmReadsSlowly) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  // 4 MB with lines of every length, half of them without a final newline in one write.
+  const std::string script =
+      "i=0; while [ $i -lt 20000 ]; do printf '%0*d\\n' $((i % 3000)) $i; i=$((i+1)); done; printf tail";
+  Task t = start_task(relay, 0, script, plan_for(0));
+  // Let the pipes fill before reading anything.
+  ::usleep(300 * 1000);
+  ASSERT_TRUE(read_to_eof(t, 120));
+  EXPECT_EQ(WEXITSTATUS(wait_exit(t)), 0);
+  // Stripping the tags gives back exactly what the same command writes unrelayed.
+  FILE* p = ::popen(script.c_str(), "r");
+  ASSERT_TRUE(p);
+  std::string plain;
+  char buf[65536];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) plain.append(buf, n);
+  ::pclose(p);
+  EXPECT_GT(plain.size(), 1u << 20);
+  const std::string got = strip_prefixes(t.out, "[h:0]");
+  EXPECT_EQ(got.size(), plain.size());
+  EXPECT_TRUE(got == plain);
+  for (std::size_t at = 0; at < t.out.size();) {
+    const std::size_t nl = t.out.find('\n', at);
+    ASSERT_NE(nl, std::string::npos);
+    ASSERT_LE(nl + 1 - at, kSlurmIoMessage) << "a line longer than slurmstepd's message";
+    ASSERT_EQ(t.out.compare(at, 5, "[h:0]"), 0);
+    at = nl + 1;
+  }
+  relay.stop();
+}
+
+TEST(NodeRelay, AChildThatOutlivesItsTaskHoldsTheOutputBoundedly) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  // The program leaves a silent child holding its pipes and exits.
+  Task t = start_task(relay, 4, "echo bye; sleep 60 & echo $! >&2; exit 0", plan_for(4));
+  EXPECT_EQ(WEXITSTATUS(wait_exit(t)), 0);
+  const auto exited = std::chrono::steady_clock::now();
+  relay.task_exited(4);
+  ASSERT_TRUE(read_to_eof(t, 20));
+  EXPECT_LT(since(exited), 6.0) << "the drain limit is 5 s";
+  EXPECT_EQ(t.out, "[h:4] bye\n");
+  relay.stop();
+  const pid_t holder = std::atoi(t.err.c_str() + std::strlen("[h:4] "));
+  if (holder > 1) ::kill(holder, SIGKILL);
+}
+
+TEST(NodeRelay, RefusesAMessageThatIsNotAHandoffAndClosesItsFds) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  // Garbage bytes with two fds attached: the thread must close them, not keep them.
+  const char junk[] = "GDR1 but not quite";
+  iovec iov{const_cast<char*>(junk), sizeof junk};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 2)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * 2);
+  int fds[2] = {p[0], p[0]};
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ASSERT_EQ(::sendmsg(relay.task_socket(), &msg, 0), static_cast<ssize_t>(sizeof junk));
+  ::close(p[0]);
+  // Once the thread closed its copies, the pipe has no reader left.
+  ::signal(SIGPIPE, SIG_IGN);
+  const auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  while (!closed && since(start) < 10) {
+    closed = ::write(p[1], "x", 1) < 0 && errno == EPIPE;
+    if (!closed) ::usleep(20 * 1000);
+  }
+  EXPECT_TRUE(closed) << "the refused message's fds stayed open in the relay";
+  ::close(p[1]);
+  // The thread still serves real tasks after it.
+  Task t = start_task(relay, 0, "echo still", plan_for(0));
+  ASSERT_TRUE(read_to_eof(t));
+  EXPECT_EQ(t.out, "[h:0] still\n");
+  wait_exit(t);
+  relay.stop();
+}
+
+TEST(NodeRelay, StopReturnsWhileNobodyReadsSlurmsSide) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  // srun stopped: nobody reads Slurm's pipe, the program blocks; stop must not wait.
+  Task t = start_task(relay, 0, "exec yes", plan_for(0));
+  ::usleep(300 * 1000);
+  const auto start = std::chrono::steady_clock::now();
+  relay.stop();
+  EXPECT_LT(since(start), 3.0);
+  ::kill(t.pid, SIGKILL);
+  wait_exit(t);
+  ::close(t.out_r);
+  ::close(t.err_r);
+}
+
+TEST(NodeRelay, AForkedCopyNeitherStopsNorJoins) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  pid_t child = ::fork();
+  if (child == 0) {
+    relay.stop();  // would hang on a thread that is not in this process
+    relay.task_exited(0);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(relay.running());
+  relay.stop();
+  EXPECT_FALSE(relay.running());
+}
