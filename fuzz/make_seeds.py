@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import shutil
+import struct
 
 IB_FILES = {"state", "phys_state", "rate", "link_layer"}
 NUMBER_FILES = {"numa_node", "vendor", "device", "class", "subsystem_vendor", "current_link_speed",
@@ -158,6 +159,9 @@ def from_files(seeds, source):
                 seeds.add("line_prefixer", b"\xc0\x40" + data)   # real line limit, 64-byte reads
                 seeds.add("line_prefixer", b"\x01\x07" + data)   # tiny limit: lines split
     seeds.add("line_prefixer", b"\x10\x03no newline at the end\x00\xff\r\n\n\n")
+    # Handoffs as a task sends them (node_relay_wire.h): both streams tagged, one raw.
+    for local, flags, tag in ((0, 15, b"[node-07:12]"), (3, 1 | 4, b"[n1:3]"), (9, 2, b"")):
+        seeds.add("handoff", b"GDR1" + struct.pack("=IIBH", local, 1024, flags, len(tag)) + tag)
 
 
 def main():
