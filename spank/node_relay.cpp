@@ -23,8 +23,8 @@ namespace gpudiag {
 namespace {
 
 constexpr std::size_t kReadSize = 64 * 1024;
-// A task hands over at most two streams; more than this many is not a Slurm step
-// (slurmstepd's own limit on tasks per node is far lower), and each costs two fds.
+// Each stream costs slurmstepd two fds: at most two per local task, and never more than
+// this, whatever a message claims.
 constexpr std::size_t kMaxStreams = 2 * 4096;
 // At stop, what one stream may still hold: enough for what a dying program left in its pipe.
 constexpr std::size_t kFinalReadMax = 1 << 20;
@@ -152,8 +152,8 @@ bool read_once(Stream& s, std::vector<char>& buf) {
 
 class Loop {
  public:
-  Loop(int sock, int stop_fd, const std::atomic<bool>& stop_requested)
-      : sock_(sock), stop_fd_(stop_fd), stop_requested_(stop_requested), buf_(kReadSize) {}
+  Loop(int sock, int stop_fd, const std::atomic<bool>& stop_requested, std::size_t max_streams)
+      : sock_(sock), stop_fd_(stop_fd), stop_requested_(stop_requested), max_streams_(max_streams), buf_(kReadSize) {}
 
   void run() {
     std::vector<pollfd> fds;
@@ -267,7 +267,8 @@ class Loop {
     if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) return false;
     auto h = decode_handoff(bytes);
     if (!h || static_cast<int>(fds.size()) != handoff_fd_count(*h)) return false;
-    if (streams_.size() + (h->out ? 1 : 0) + (h->err ? 1 : 0) > kMaxStreams) return false;
+    if (taken_ + (h->out ? 1 : 0) + (h->err ? 1 : 0) > max_streams_) return false;
+    taken_ += (h->out ? 1 : 0) + (h->err ? 1 : 0);
     for (std::size_t k = 0; k < fds.size(); k += 2)
       if (!is_pipe_or_socket(fds[k]) || !is_pipe(fds[k + 1])) return false;
     std::size_t k = 0;
@@ -305,6 +306,8 @@ class Loop {
 
   int sock_, stop_fd_;
   const std::atomic<bool>& stop_requested_;
+  std::size_t max_streams_;
+  std::size_t taken_ = 0;  // streams ever accepted: a task hands its streams over once
   bool sock_open_ = true;
   std::vector<char> buf_;
   std::vector<std::unique_ptr<Stream>> streams_;
@@ -315,7 +318,7 @@ class Loop {
 void* NodeRelay::thread_main(void* self) {
   auto* r = static_cast<NodeRelay*>(self);
   try {
-    Loop(r->relay_end_, r->stop_r_, r->stop_requested_).run();
+    Loop(r->relay_end_, r->stop_r_, r->stop_requested_, r->max_streams_).run();
   } catch (...) {
     // Only a failed allocation of the loop's own vectors gets here; the streams it held
     // are closed, so their programs see EPIPE instead of blocking forever.
@@ -323,8 +326,9 @@ void* NodeRelay::thread_main(void* self) {
   return nullptr;
 }
 
-std::optional<std::string> NodeRelay::start() {
+std::optional<std::string> NodeRelay::start(std::size_t local_tasks) {
   if (started_) return std::nullopt;
+  max_streams_ = std::min(kMaxStreams, 2 * std::max<std::size_t>(local_tasks, 1));
   int sv[2], pp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return std::string("cannot create the relay's socket: ") + std::strerror(errno);

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -36,8 +37,9 @@ class NodeRelay {
   NodeRelay(const NodeRelay&) = delete;
   NodeRelay& operator=(const NodeRelay&) = delete;
 
-  // Starts the thread; a message when it cannot (the tasks then relay themselves).
-  std::optional<std::string> start();
+  // Starts the thread for a node of `local_tasks` tasks (each hands over two streams at
+  // most; more are refused); a message when it cannot (the tasks then relay themselves).
+  std::optional<std::string> start(std::size_t local_tasks);
   bool running() const { return started_; }
   // Where a task hands over its streams (hand_to_node_relay). Close-on-exec: the program
   // never holds it.
@@ -56,6 +58,7 @@ class NodeRelay {
   int stop_r_ = -1, stop_w_ = -1;
   pthread_t thread_{};
   pid_t owner_ = 0;
+  std::size_t max_streams_ = 2;
   bool started_ = false;
   std::atomic<bool> stop_requested_{false};
 };

@@ -157,7 +157,7 @@ TEST(HandoffWire, RefusesAnythingElse) {
 
 TEST(NodeRelay, TagsEveryTasksLinesAndClosesEachAtItsEnd) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start());
+  ASSERT_FALSE(relay.start(4));
   std::vector<Task> tasks;
   for (int i = 0; i < 3; ++i)
     tasks.push_back(start_task(relay, i, "echo out" + std::to_string(i) + "; printf 'err' >&2; exit " +
@@ -177,7 +177,7 @@ TEST(NodeRelay, TagsEveryTasksLinesAndClosesEachAtItsEnd) {
 
 TEST(NodeRelay, LosesNoByteWhenSlurmReadsSlowly) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start());
+  ASSERT_FALSE(relay.start(4));
   // 4 MB with lines of every length, half of them without a final newline in one write.
   const std::string script =
       "i=0; while [ $i -lt 20000 ]; do printf '%0*d\\n' $((i % 3000)) $i; i=$((i+1)); done; printf tail";
@@ -209,7 +209,7 @@ TEST(NodeRelay, LosesNoByteWhenSlurmReadsSlowly) {
 
 TEST(NodeRelay, AChildThatOutlivesItsTaskHoldsTheOutputBoundedly) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start());
+  ASSERT_FALSE(relay.start(4));
   // The program leaves a silent child holding its pipes and exits.
   Task t = start_task(relay, 4, "echo bye; sleep 60 & echo $! >&2; exit 0", plan_for(4));
   EXPECT_EQ(WEXITSTATUS(wait_exit(t)), 0);
@@ -225,7 +225,7 @@ TEST(NodeRelay, AChildThatOutlivesItsTaskHoldsTheOutputBoundedly) {
 
 TEST(NodeRelay, RefusesAMessageThatIsNotAHandoffAndClosesItsFds) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start());
+  ASSERT_FALSE(relay.start(4));
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
   // Garbage bytes with two fds attached: the thread must close them, not keep them.
@@ -263,9 +263,25 @@ TEST(NodeRelay, RefusesAMessageThatIsNotAHandoffAndClosesItsFds) {
   relay.stop();
 }
 
+TEST(NodeRelay, TakesNoMoreStreamsThanTheNodesTasksHave) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start(1));
+  Task first = start_task(relay, 0, "echo one", plan_for(0));
+  ASSERT_TRUE(read_to_eof(first));
+  EXPECT_EQ(first.out, "[h:0] one\n");
+  EXPECT_EQ(WEXITSTATUS(wait_exit(first)), 0);
+  // A second handoff on a one-task node is refused: its fds are closed, so the program's
+  // writes fail instead of reaching Slurm, and nothing piles up in slurmstepd.
+  Task second = start_task(relay, 0, "echo two; echo $? >&2", plan_for(0));
+  ASSERT_TRUE(read_to_eof(second));
+  EXPECT_EQ(second.out, "");
+  wait_exit(second);
+  relay.stop();
+}
+
 TEST(NodeRelay, StopReturnsWhileNobodyReadsSlurmsSide) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start());
+  ASSERT_FALSE(relay.start(4));
   // srun stopped: nobody reads Slurm's pipe, the program blocks; stop must not wait.
   Task t = start_task(relay, 0, "exec yes", plan_for(0));
   ::usleep(300 * 1000);
@@ -280,7 +296,7 @@ TEST(NodeRelay, StopReturnsWhileNobodyReadsSlurmsSide) {
 
 TEST(NodeRelay, AForkedCopyNeitherStopsNorJoins) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start());
+  ASSERT_FALSE(relay.start(4));
   pid_t child = ::fork();
   if (child == 0) {
     relay.stop();  // would hang on a thread that is not in this process
