@@ -294,3 +294,55 @@ TEST(NodeRelay, AForkedCopyNeitherStopsNorJoins) {
   relay.stop();
   EXPECT_FALSE(relay.running());
 }
+
+namespace {
+
+// Waits at most max_s for the task's program to exit; false if it is still running.
+bool exited_within(Task& t, double max_s, int& status) {
+  const auto start = std::chrono::steady_clock::now();
+  while (since(start) < max_s) {
+    if (::waitpid(t.pid, &status, WNOHANG) == t.pid) return true;
+    ::usleep(10 * 1000);
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(NodeRelay, LosesNoByteThatAProgramWroteBeforeItExitedWhileSlurmWasNotReading) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  // 100 kB: more than Slurm's pipe takes while nobody reads it, less than Slurm's pipe
+  // and the task's pipe together, so the program exits with its tail still in its pipe
+  // and the thread held back by bytes it cannot write (srun slow, or stopped).
+  const std::string script =
+      "i=0; while [ $i -lt 1000 ]; do printf '%099d\\n' $i; i=$((i+1)); done";
+  Task t = start_task(relay, 0, script, plan_for(0));
+  int status = 0;
+  ASSERT_TRUE(exited_within(t, 20, status)) << "the program blocked: the pipes hold less than this test assumes";
+  relay.task_exited(0);
+  // Longer than the quiet limit (0.2 s) before srun takes anything.
+  ::usleep(1000 * 1000);
+  ASSERT_TRUE(read_to_eof(t, 30));
+  const std::string got = strip_prefixes(t.out, "[h:0]");
+  EXPECT_EQ(got.size(), 100000u) << "the tail the program left in its pipe was dropped";
+  relay.stop();
+}
+
+TEST(NodeRelay, AChildOfAnEndedTaskIsRelayedWhileAnotherTaskOfTheNodeRuns) {
+  // Without gpudiag, slurmstepd relays a task's stdout until EOF and ends what is left
+  // of the step only once every task exited: the child's late line reaches srun.
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start(2));
+  Task a = start_task(relay, 0, "(sleep 0.6; echo late) & echo early; exit 0", plan_for(0));
+  Task b = start_task(relay, 1, "sleep 1.5; echo b", plan_for(1));
+  EXPECT_EQ(WEXITSTATUS(wait_exit(a)), 0);
+  relay.task_exited(0);
+  EXPECT_EQ(WEXITSTATUS(wait_exit(b)), 0);
+  relay.task_exited(1);
+  ASSERT_TRUE(read_to_eof(a, 20));
+  ASSERT_TRUE(read_to_eof(b, 20));
+  EXPECT_EQ(a.out, "[h:0] early\n[h:0] late\n");
+  EXPECT_EQ(b.out, "[h:1] b\n");
+  relay.stop();
+}
