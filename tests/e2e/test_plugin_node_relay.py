@@ -16,19 +16,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plugin_cluster import PYTHON, TwoUsersClusterTest  # noqa: E402
 from tagged import strip  # noqa: E402
 
-# Numbered 100-byte lines into a non-blocking stdout until the pipe is full, then the
-# count into argv[1] and exit: every line it wrote is in the pipe or beyond, so srun
-# must print them all however late it reads.
+# Numbered 100-byte lines into a non-blocking stdout until the pipe stays full for a
+# second (everything downstream is full too), then the count into argv[1] and exit:
+# every line it wrote is in the pipe or beyond, so srun must print them all however
+# late it reads.
 FILL_AND_EXIT = r'''
-import fcntl, os, sys
+import fcntl, os, sys, time
 fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) | os.O_NONBLOCK)
-n = 0
-try:
-    while n < 10**7:
+n = full = 0
+while n < 10**7 and full < 10:
+    try:
         os.write(1, b"%099d\n" % n)
         n += 1
-except BlockingIOError:
-    pass
+        full = 0
+    except BlockingIOError:
+        full += 1
+        time.sleep(0.1)
 with open(sys.argv[1] + ".tmp", "w") as f:
     f.write(str(n))
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
@@ -99,7 +102,7 @@ class NodeRelayPromises(TwoUsersClusterTest):
         a second later. The thread, held back by bytes it could not write, once took the
         silence for a quiet pipe and dropped what the program had left in it."""
         for diag in ("--diag=prefix", "--diag=noprefix"):
-            count = os.path.join(self.tmp, f"count{diag[-3:]}")
+            count = os.path.join(self.tmp, "count" + diag.replace("=", "-"))
             p = subprocess.Popen(["srun", "-n1", diag, PYTHON, "-c", FILL_AND_EXIT, count], env=self.cluster.env,
                                  cwd=self.tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             try:
