@@ -256,7 +256,7 @@ class Loop {
   void receive() {
     for (;;) {
       char data[kMaxHandoffBytes + 1];
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxHandoffFds)];
       iovec iov{data, sizeof data};
       msghdr msg{};
       msg.msg_iov = &iov;
@@ -290,7 +290,9 @@ class Loop {
     auto h = decode_handoff(bytes);
     if (!h || static_cast<int>(fds.size()) != handoff_fd_count(*h)) return false;
     if (streams_.size() + (h->out ? 1 : 0) + (h->err ? 1 : 0) > kMaxStreams) return false;
-    for (std::size_t k = 0; k < fds.size(); k += 2)
+    const int answer = fds.back();
+    if (!is_pipe(answer)) return false;
+    for (std::size_t k = 0; k + 1 < fds.size(); k += 2)
       if (!is_pipe_or_socket(fds[k]) || !is_pipe(fds[k + 1])) return false;
     std::size_t k = 0;
     auto add = [&](bool tag) {
@@ -304,6 +306,10 @@ class Loop {
     };
     if (h->out) add(h->tag_out);
     if (h->err) add(h->tag_err);
+    // The task waits for this before it puts the pipes in place (hand_to_node_relay).
+    set_nonblocking(answer);
+    [[maybe_unused]] ssize_t w = ::write(answer, "y", 1);
+    ::close(answer);
     return true;
   }
 

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,7 +122,7 @@ TEST(HandoffWire, RoundTrips) {
   EXPECT_TRUE(back->tag_out);
   EXPECT_FALSE(back->tag_err);
   EXPECT_EQ(back->tag, "[node7:31]");
-  EXPECT_EQ(handoff_fd_count(*back), 2);
+  EXPECT_EQ(handoff_fd_count(*back), 3);  // and the answer pipe
 }
 
 TEST(HandoffWire, RefusesAnythingElse) {
@@ -344,5 +345,44 @@ TEST(NodeRelay, AChildOfAnEndedTaskIsRelayedWhileAnotherTaskOfTheNodeRuns) {
   ASSERT_TRUE(read_to_eof(b, 20));
   EXPECT_EQ(a.out, "[h:0] early\n[h:0] late\n");
   EXPECT_EQ(b.out, "[h:1] b\n");
+  relay.stop();
+}
+
+TEST(NodeRelay, AHandoffTheThreadCannotTakeFailsInTheTaskInsteadOfLosingTheOutput) {
+  // slurmstepd out of fds: the thread cannot receive the streams and drops the message.
+  // The task must learn it before its exec (and keep Slurm's fds, relaying itself),
+  // not exec with pipes nobody reads.
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  int out[2], err[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(err, O_CLOEXEC), 0);
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+  const int probe = ::dup(0);  // the lowest free fd: the thread can install none at or above it
+  ::close(probe);
+  rlimit tight = before;
+  tight.rlim_cur = static_cast<rlim_t>(probe);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    auto e = hand_to_node_relay(relay.task_socket(), plan_for(0), 0);
+    ::dprintf(1, e ? "refused\n" : "handed over\n");
+    ::_exit(0);
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);  // the task forked first, with the old limit
+  ::close(out[1]);
+  ::close(err[1]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::usleep(200 * 1000);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &before), 0);
+  Task t;
+  t.pid = pid;
+  t.out_r = out[0];
+  t.err_r = err[0];
+  ASSERT_TRUE(read_to_eof(t, 10));
+  EXPECT_EQ(t.out, "refused\n") << "the task believed the thread took streams that it dropped";
   relay.stop();
 }
