@@ -363,15 +363,18 @@ TEST(NodeRelay, AHandoffTheThreadCannotTakeFailsInTheTaskInsteadOfLosingTheOutpu
   ::close(probe);
   rlimit tight = before;
   tight.rlim_cur = static_cast<rlim_t>(probe);
+  // Tight before the fork, so that the thread cannot see the handoff earlier; the task
+  // (a process of its own) takes the old limit back for its pipes.
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    ::setrlimit(RLIMIT_NOFILE, &before);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
     auto e = hand_to_node_relay(relay.task_socket(), plan_for(0), 0);
     ::dprintf(1, e ? "refused\n" : "handed over\n");
     ::_exit(0);
   }
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);  // the task forked first, with the old limit
   ::close(out[1]);
   ::close(err[1]);
   int status = 0;
