@@ -357,13 +357,14 @@ void check_rendezvous(spank_t sp) {
 // slurmstepd, once per step and node: the thread that tags every local task's lines, when
 // the step's lines are tagged at all.
 void start_node_relay(spank_t sp) {
-  std::uint32_t step = 0, total = 1, local = 1;
+  std::uint32_t step = 0, total = 1, local = 0;
   if (!item(sp, S_JOB_STEPID, step) || !gpudiag::step_runs_tasks(step)) return;
   item(sp, S_JOB_TOTAL_TASK_COUNT, total);
-  item(sp, S_JOB_LOCAL_TASK_COUNT, local);
   if (!gpudiag::prefix_wanted(g_opt.diag, g_opt.cfg.plugin, static_cast<int>(total))) return;
+  // Unknown (0) if Slurm does not say: each task's pipes are then drained on their own.
+  if (!item(sp, S_JOB_LOCAL_TASK_COUNT, local)) local = 0;
   auto* relay = new gpudiag::NodeRelay();
-  if (auto err = relay->start(local)) {
+  if (auto err = relay->start(static_cast<int>(local))) {
     slurm_info("gpudiag: each task relays its own output: %s", err->c_str());
     delete relay;
     return;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "spank/line_prefixer.h"
@@ -23,8 +24,8 @@ namespace gpudiag {
 namespace {
 
 constexpr std::size_t kReadSize = 64 * 1024;
-// Each stream costs slurmstepd two fds: at most two per local task, and never more than
-// this, whatever a message claims.
+// A task hands over at most two streams; more than this many is not a Slurm step
+// (slurmstepd's own limit on tasks per node is far lower), and each costs two fds.
 constexpr std::size_t kMaxStreams = 2 * 4096;
 // At stop, what one stream may still hold: enough for what a dying program left in its pipe.
 constexpr std::size_t kFinalReadMax = 1 << 20;
@@ -113,8 +114,13 @@ void take(Stream& s, const char* data, std::size_t n) {
       const ssize_t w = ::write(s.out, data + off, n - off);
       if (w > 0) off += static_cast<std::size_t>(w);
       else if (w < 0 && errno == EAGAIN) {
+        // The whole thread waits here, so not for long: an srun that takes nothing for
+        // kDrainMax loses this stream, and the thread can still stop at the step's end.
         pollfd p{s.out, POLLOUT, 0};
-        ::poll(&p, 1, 1000);
+        if (::poll(&p, 1, static_cast<int>(kDrainMax * 1000)) == 0) {
+          s.dead = true;
+          return;
+        }
       } else if (!(w < 0 && errno == EINTR)) {
         s.dead = true;
         return;
@@ -152,8 +158,12 @@ bool read_once(Stream& s, std::vector<char>& buf) {
 
 class Loop {
  public:
-  Loop(int sock, int stop_fd, const std::atomic<bool>& stop_requested, std::size_t max_streams)
-      : sock_(sock), stop_fd_(stop_fd), stop_requested_(stop_requested), max_streams_(max_streams), buf_(kReadSize) {}
+  Loop(int sock, int stop_fd, const std::atomic<bool>& stop_requested, int local_tasks)
+      : sock_(sock),
+        stop_fd_(stop_fd),
+        stop_requested_(stop_requested),
+        local_tasks_(local_tasks > 0 ? static_cast<std::size_t>(local_tasks) : 0),
+        buf_(kReadSize) {}
 
   void run() {
     std::vector<pollfd> fds;
@@ -201,10 +211,24 @@ class Loop {
     const double now = now_s();
     for (ssize_t k = 0; k < n / static_cast<ssize_t>(sizeof(std::int32_t)); ++k) {
       if (words[k] == kStopWord) stop = true;
-      for (auto& s : streams_)
-        if (words[k] >= 0 && s->task == static_cast<std::uint32_t>(words[k]) && s->exited_at == 0) s->exited_at = now;
+      if (words[k] >= 0) task_ended(static_cast<std::uint32_t>(words[k]), now);
     }
     return stop;
+  }
+
+  // Without gpudiag slurmstepd relays a task's output to EOF and ends what is left of the
+  // step (a child that kept the pipe) only once every task of the node exited: so the
+  // drain limit starts then, not when one task exits, or a child's lines written while
+  // other tasks still run are lost. With the count unknown, per task, as before.
+  void task_ended(std::uint32_t id, double now) {
+    ended_.insert(id);
+    if (local_tasks_ > 0 && ended_.size() < local_tasks_) return;
+    for (auto& s : streams_)
+      if (s->exited_at == 0 && (local_tasks_ > 0 || s->task == id)) s->exited_at = now;
+  }
+  // A handoff read after its task's end (both arrive in one poll) still gets the limit.
+  bool ended(std::uint32_t id) const {
+    return local_tasks_ > 0 ? ended_.size() >= local_tasks_ : ended_.count(id) > 0;
   }
 
   // How long poll may sleep: until the next exited task's drain limit, or for ever.
@@ -224,7 +248,10 @@ class Loop {
     for (auto& s : streams_) {
       if (s->in < 0 || s->exited_at == 0) continue;
       if (now - s->exited_at >= kDrainMax || now - std::max(s->exited_at, s->last_data) >= kQuiet) {
-        end_of_input(*s);
+        // While srun is slow the thread does not read, so "quiet" may only mean held
+        // back: what the ended program left in its pipe still goes out.
+        read_what_is_there(*s);
+        if (s->in >= 0) end_of_input(*s);
         flush(*s);
       }
     }
@@ -234,7 +261,7 @@ class Loop {
   void receive() {
     for (;;) {
       char data[kMaxHandoffBytes + 1];
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxHandoffFds)];
       iovec iov{data, sizeof data};
       msghdr msg{};
       msg.msg_iov = &iov;
@@ -267,9 +294,10 @@ class Loop {
     if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) return false;
     auto h = decode_handoff(bytes);
     if (!h || static_cast<int>(fds.size()) != handoff_fd_count(*h)) return false;
-    if (taken_ + (h->out ? 1 : 0) + (h->err ? 1 : 0) > max_streams_) return false;
-    taken_ += (h->out ? 1 : 0) + (h->err ? 1 : 0);
-    for (std::size_t k = 0; k < fds.size(); k += 2)
+    if (streams_.size() + (h->out ? 1 : 0) + (h->err ? 1 : 0) > kMaxStreams) return false;
+    const int answer = fds.back();
+    if (!is_pipe(answer)) return false;
+    for (std::size_t k = 0; k + 1 < fds.size(); k += 2)
       if (!is_pipe_or_socket(fds[k]) || !is_pipe(fds[k + 1])) return false;
     std::size_t k = 0;
     auto add = [&](bool tag) {
@@ -279,9 +307,14 @@ class Loop {
       set_nonblocking(in);
       streams_.push_back(std::make_unique<Stream>(in, out, tag, h->tag, h->max_line));
       streams_.back()->task = h->local_id;
+      if (ended(h->local_id)) streams_.back()->exited_at = now_s();
     };
     if (h->out) add(h->tag_out);
     if (h->err) add(h->tag_err);
+    // The task waits for this before it puts the pipes in place (hand_to_node_relay).
+    set_nonblocking(answer);
+    [[maybe_unused]] ssize_t w = ::write(answer, "y", 1);
+    ::close(answer);
     return true;
   }
 
@@ -293,11 +326,18 @@ class Loop {
     streams_.resize(keep);
   }
 
+  // What the pipe holds now, at most kFinalReadMax (a pipe's largest size for a user).
+  void read_what_is_there(Stream& s) {
+    for (std::size_t got = 0; s.in >= 0 && got < kFinalReadMax; got += kReadSize) {
+      pollfd p{s.in, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0 || !read_once(s, buf_)) break;
+    }
+  }
+
   // What the pipes still hold goes out if srun takes it now; then every fd is closed.
   void final_drain() {
     for (auto& s : streams_) {
-      for (std::size_t got = 0; s->in >= 0 && got < kFinalReadMax; got += kReadSize)
-        if (!read_once(*s, buf_)) break;
+      read_what_is_there(*s);
       if (s->in >= 0) end_of_input(*s);
       flush(*s);
     }
@@ -306,8 +346,8 @@ class Loop {
 
   int sock_, stop_fd_;
   const std::atomic<bool>& stop_requested_;
-  std::size_t max_streams_;
-  std::size_t taken_ = 0;  // streams ever accepted: a task hands its streams over once
+  const std::size_t local_tasks_;
+  std::set<std::uint32_t> ended_;  // local ids of the tasks slurmstepd reaped
   bool sock_open_ = true;
   std::vector<char> buf_;
   std::vector<std::unique_ptr<Stream>> streams_;
@@ -318,7 +358,7 @@ class Loop {
 void* NodeRelay::thread_main(void* self) {
   auto* r = static_cast<NodeRelay*>(self);
   try {
-    Loop(r->relay_end_, r->stop_r_, r->stop_requested_, r->max_streams_).run();
+    Loop(r->relay_end_, r->stop_r_, r->stop_requested_, r->local_tasks_).run();
   } catch (...) {
     // Only a failed allocation of the loop's own vectors gets here; the streams it held
     // are closed, so their programs see EPIPE instead of blocking forever.
@@ -326,9 +366,8 @@ void* NodeRelay::thread_main(void* self) {
   return nullptr;
 }
 
-std::optional<std::string> NodeRelay::start(std::size_t local_tasks) {
+std::optional<std::string> NodeRelay::start(int local_tasks) {
   if (started_) return std::nullopt;
-  max_streams_ = std::min(kMaxStreams, 2 * std::max<std::size_t>(local_tasks, 1));
   int sv[2], pp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return std::string("cannot create the relay's socket: ") + std::strerror(errno);
@@ -340,6 +379,7 @@ std::optional<std::string> NodeRelay::start(std::size_t local_tasks) {
   }
   relay_end_ = sv[0];
   task_end_ = sv[1];
+  local_tasks_ = local_tasks;
   stop_r_ = pp[0];
   stop_w_ = pp[1];
   // The thread takes no signal of slurmstepd's (glibc keeps its own set-uid signal

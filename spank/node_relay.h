@@ -20,7 +20,6 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -37,16 +36,17 @@ class NodeRelay {
   NodeRelay(const NodeRelay&) = delete;
   NodeRelay& operator=(const NodeRelay&) = delete;
 
-  // Starts the thread for a node of `local_tasks` tasks (each hands over two streams at
-  // most; more are refused); a message when it cannot (the tasks then relay themselves).
-  std::optional<std::string> start(std::size_t local_tasks);
+  // Starts the thread; a message when it cannot (the tasks then relay themselves).
+  // local_tasks: how many tasks this node runs (0: unknown; see task_exited).
+  std::optional<std::string> start(int local_tasks = 0);
   bool running() const { return started_; }
   // Where a task hands over its streams (hand_to_node_relay). Close-on-exec: the program
   // never holds it.
   int task_socket() const { return task_end_; }
-  // From slurm_spank_task_exit: the task's program is gone. Its pipes then get the
-  // per-task relay's drain limit (quiet 0.2 s, at most 5 s), so that a child that kept them
-  // open does not hold the step's output open.
+  // From slurm_spank_task_exit: the task's program is gone. Once every local task is
+  // (each one alone when start had no count), the pipes get the per-task relay's drain
+  // limit (quiet 0.2 s, at most 5 s), so that a child that kept them open does not hold the
+  // step's output open; until then they are relayed to EOF, as slurmstepd does.
   void task_exited(int local_id);
   // Relays what the pipes hold now, drops the rest, closes everything and joins. Called
   // from slurm_spank_exit, after slurmstepd has waited for the step's output.
@@ -58,7 +58,7 @@ class NodeRelay {
   int stop_r_ = -1, stop_w_ = -1;
   pthread_t thread_{};
   pid_t owner_ = 0;
-  std::size_t max_streams_ = 2;
+  int local_tasks_ = 0;
   bool started_ = false;
   std::atomic<bool> stop_requested_{false};
 };

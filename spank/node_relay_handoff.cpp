@@ -14,13 +14,34 @@
 namespace gpudiag {
 namespace {
 
-// The thread reads the socket all the time; a full one means it is gone or stuck, and the
-// task then relays itself rather than wait.
+// The thread reads the socket all the time; a full one, or no answer, means it is gone or
+// stuck, and the task then relays itself rather than wait.
 constexpr int kSendWaitMs = 5000;
+
+// The thread's answer: one byte when it took the streams; EOF when it refused them (it
+// closed the pipe), which is also what the kernel gives when it could not pass the fds.
+bool accepted(int answer_r) {
+  pollfd p{answer_r, POLLIN, 0};
+  for (;;) {
+    const int n = ::poll(&p, 1, kSendWaitMs);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      errno = ETIMEDOUT;
+      return false;
+    }
+    char c;
+    ssize_t r;
+    while ((r = ::read(answer_r, &c, 1)) < 0 && errno == EINTR) {
+    }
+    if (r == 1) return true;
+    errno = ECONNREFUSED;
+    return false;
+  }
+}
 
 bool send_with_fds(int sock, const std::string& bytes, const int* fds, int count) {
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxHandoffFds)] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -59,17 +80,21 @@ std::optional<std::string> hand_to_node_relay(int task_socket, const RelayPlan& 
   if (!bytes) return std::string("the tag or line length is out of range");
   if (task_socket < 0) return std::string("no relay thread on this node");
 
-  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, answer[2] = {-1, -1};
   auto close_pipes = [&] {
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
-      if (fd >= 0) ::close(fd);
+    for (int* fd : {&out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1], &answer[0], &answer[1]})
+      if (*fd >= 0) {
+        ::close(*fd);
+        *fd = -1;
+      }
   };
-  if ((h.out && ::pipe2(out_pipe, O_CLOEXEC) != 0) || (h.err && ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
+  if ((h.out && ::pipe2(out_pipe, O_CLOEXEC) != 0) || (h.err && ::pipe2(err_pipe, O_CLOEXEC) != 0) ||
+      ::pipe2(answer, O_CLOEXEC) != 0) {
     std::string why = std::strerror(errno);
     close_pipes();
     return "cannot create pipes: " + why;
   }
-  int fds[4];
+  int fds[kMaxHandoffFds];
   int count = 0;
   if (h.out) {
     fds[count++] = STDOUT_FILENO;
@@ -79,10 +104,21 @@ std::optional<std::string> hand_to_node_relay(int task_socket, const RelayPlan& 
     fds[count++] = STDERR_FILENO;
     fds[count++] = err_pipe[0];
   }
+  fds[count++] = answer[1];
   if (!send_with_fds(task_socket, *bytes, fds, count)) {
     std::string why = std::strerror(errno);
     close_pipes();
     return "cannot reach the node's relay thread: " + why;
+  }
+  // Only the thread may hold the write end now, so its close is our EOF. Refused or not
+  // answered, fds 1 and 2 are still Slurm's: what the thread may take later meets closed
+  // pipes and lets go of its copies.
+  ::close(answer[1]);
+  answer[1] = -1;
+  if (!accepted(answer[0])) {
+    std::string why = errno == ETIMEDOUT ? "it did not answer in 5 s" : "it could not take the streams";
+    close_pipes();
+    return why;
   }
   // The thread holds Slurm's fds now; the program writes into the pipes.
   if (h.out) ::dup2(out_pipe[1], STDOUT_FILENO);

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,7 +122,7 @@ TEST(HandoffWire, RoundTrips) {
   EXPECT_TRUE(back->tag_out);
   EXPECT_FALSE(back->tag_err);
   EXPECT_EQ(back->tag, "[node7:31]");
-  EXPECT_EQ(handoff_fd_count(*back), 2);
+  EXPECT_EQ(handoff_fd_count(*back), 3);  // and the answer pipe
 }
 
 TEST(HandoffWire, RefusesAnythingElse) {
@@ -157,7 +158,7 @@ TEST(HandoffWire, RefusesAnythingElse) {
 
 TEST(NodeRelay, TagsEveryTasksLinesAndClosesEachAtItsEnd) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start(4));
+  ASSERT_FALSE(relay.start());
   std::vector<Task> tasks;
   for (int i = 0; i < 3; ++i)
     tasks.push_back(start_task(relay, i, "echo out" + std::to_string(i) + "; printf 'err' >&2; exit " +
@@ -177,7 +178,7 @@ TEST(NodeRelay, TagsEveryTasksLinesAndClosesEachAtItsEnd) {
 
 TEST(NodeRelay, LosesNoByteWhenSlurmReadsSlowly) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start(4));
+  ASSERT_FALSE(relay.start());
   // 4 MB with lines of every length, half of them without a final newline in one write.
   const std::string script =
       "i=0; while [ $i -lt 20000 ]; do printf '%0*d\\n' $((i % 3000)) $i; i=$((i+1)); done; printf tail";
@@ -209,7 +210,7 @@ TEST(NodeRelay, LosesNoByteWhenSlurmReadsSlowly) {
 
 TEST(NodeRelay, AChildThatOutlivesItsTaskHoldsTheOutputBoundedly) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start(4));
+  ASSERT_FALSE(relay.start());
   // The program leaves a silent child holding its pipes and exits.
   Task t = start_task(relay, 4, "echo bye; sleep 60 & echo $! >&2; exit 0", plan_for(4));
   EXPECT_EQ(WEXITSTATUS(wait_exit(t)), 0);
@@ -225,7 +226,7 @@ TEST(NodeRelay, AChildThatOutlivesItsTaskHoldsTheOutputBoundedly) {
 
 TEST(NodeRelay, RefusesAMessageThatIsNotAHandoffAndClosesItsFds) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start(4));
+  ASSERT_FALSE(relay.start());
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
   // Garbage bytes with two fds attached: the thread must close them, not keep them.
@@ -263,25 +264,9 @@ TEST(NodeRelay, RefusesAMessageThatIsNotAHandoffAndClosesItsFds) {
   relay.stop();
 }
 
-TEST(NodeRelay, TakesNoMoreStreamsThanTheNodesTasksHave) {
-  NodeRelay relay;
-  ASSERT_FALSE(relay.start(1));
-  Task first = start_task(relay, 0, "echo one", plan_for(0));
-  ASSERT_TRUE(read_to_eof(first));
-  EXPECT_EQ(first.out, "[h:0] one\n");
-  EXPECT_EQ(WEXITSTATUS(wait_exit(first)), 0);
-  // A second handoff on a one-task node is refused: its fds are closed, so the program's
-  // writes fail instead of reaching Slurm, and nothing piles up in slurmstepd.
-  Task second = start_task(relay, 0, "echo two; echo $? >&2", plan_for(0));
-  ASSERT_TRUE(read_to_eof(second));
-  EXPECT_EQ(second.out, "");
-  wait_exit(second);
-  relay.stop();
-}
-
 TEST(NodeRelay, StopReturnsWhileNobodyReadsSlurmsSide) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start(4));
+  ASSERT_FALSE(relay.start());
   // srun stopped: nobody reads Slurm's pipe, the program blocks; stop must not wait.
   Task t = start_task(relay, 0, "exec yes", plan_for(0));
   ::usleep(300 * 1000);
@@ -296,7 +281,7 @@ TEST(NodeRelay, StopReturnsWhileNobodyReadsSlurmsSide) {
 
 TEST(NodeRelay, AForkedCopyNeitherStopsNorJoins) {
   NodeRelay relay;
-  ASSERT_FALSE(relay.start(4));
+  ASSERT_FALSE(relay.start());
   pid_t child = ::fork();
   if (child == 0) {
     relay.stop();  // would hang on a thread that is not in this process
@@ -309,4 +294,98 @@ TEST(NodeRelay, AForkedCopyNeitherStopsNorJoins) {
   EXPECT_TRUE(relay.running());
   relay.stop();
   EXPECT_FALSE(relay.running());
+}
+
+namespace {
+
+// Waits at most max_s for the task's program to exit; false if it is still running.
+bool exited_within(Task& t, double max_s, int& status) {
+  const auto start = std::chrono::steady_clock::now();
+  while (since(start) < max_s) {
+    if (::waitpid(t.pid, &status, WNOHANG) == t.pid) return true;
+    ::usleep(10 * 1000);
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(NodeRelay, LosesNoByteThatAProgramWroteBeforeItExitedWhileSlurmWasNotReading) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  // 100 kB: more than Slurm's pipe takes while nobody reads it, less than Slurm's pipe
+  // and the task's pipe together, so the program exits with its tail still in its pipe
+  // and the thread held back by bytes it cannot write (srun slow, or stopped).
+  const std::string script =
+      "i=0; while [ $i -lt 1000 ]; do printf '%099d\\n' $i; i=$((i+1)); done";
+  Task t = start_task(relay, 0, script, plan_for(0));
+  int status = 0;
+  ASSERT_TRUE(exited_within(t, 20, status)) << "the program blocked: the pipes hold less than this test assumes";
+  relay.task_exited(0);
+  // Longer than the quiet limit (0.2 s) before srun takes anything.
+  ::usleep(1000 * 1000);
+  ASSERT_TRUE(read_to_eof(t, 30));
+  const std::string got = strip_prefixes(t.out, "[h:0]");
+  EXPECT_EQ(got.size(), 100000u) << "the tail the program left in its pipe was dropped";
+  relay.stop();
+}
+
+TEST(NodeRelay, AChildOfAnEndedTaskIsRelayedWhileAnotherTaskOfTheNodeRuns) {
+  // Without gpudiag, slurmstepd relays a task's stdout until EOF and ends what is left
+  // of the step only once every task exited: the child's late line reaches srun.
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start(2));
+  Task a = start_task(relay, 0, "(sleep 0.6; echo late) & echo early; exit 0", plan_for(0));
+  Task b = start_task(relay, 1, "sleep 1.5; echo b", plan_for(1));
+  EXPECT_EQ(WEXITSTATUS(wait_exit(a)), 0);
+  relay.task_exited(0);
+  EXPECT_EQ(WEXITSTATUS(wait_exit(b)), 0);
+  relay.task_exited(1);
+  ASSERT_TRUE(read_to_eof(a, 20));
+  ASSERT_TRUE(read_to_eof(b, 20));
+  EXPECT_EQ(a.out, "[h:0] early\n[h:0] late\n");
+  EXPECT_EQ(b.out, "[h:1] b\n");
+  relay.stop();
+}
+
+TEST(NodeRelay, AHandoffTheThreadCannotTakeFailsInTheTaskInsteadOfLosingTheOutput) {
+  // slurmstepd out of fds: the thread cannot receive the streams and drops the message.
+  // The task must learn it before its exec (and keep Slurm's fds, relaying itself),
+  // not exec with pipes nobody reads.
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  int out[2], err[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(err, O_CLOEXEC), 0);
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+  const int probe = ::dup(0);  // the lowest free fd: the thread can install none at or above it
+  ::close(probe);
+  rlimit tight = before;
+  tight.rlim_cur = static_cast<rlim_t>(probe);
+  // Tight before the fork, so that the thread cannot see the handoff earlier; the task
+  // (a process of its own) takes the old limit back for its pipes.
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setrlimit(RLIMIT_NOFILE, &before);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    auto e = hand_to_node_relay(relay.task_socket(), plan_for(0), 0);
+    ::dprintf(1, e ? "refused\n" : "handed over\n");
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::usleep(200 * 1000);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &before), 0);
+  Task t;
+  t.pid = pid;
+  t.out_r = out[0];
+  t.err_r = err[0];
+  ASSERT_TRUE(read_to_eof(t, 10));
+  EXPECT_EQ(t.out, "refused\n") << "the task believed the thread took streams that it dropped";
+  relay.stop();
 }
