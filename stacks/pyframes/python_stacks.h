@@ -25,6 +25,7 @@ struct PyThread {
   long tid;        // the kernel's thread id (PyThreadState.native_thread_id); 0: unknown
   bool holds_gil;
   std::vector<PyFrame> frames;  // innermost first
+  std::string note;             // non-empty when `frames` is incomplete: why (cut at the cap, unreadable memory)
 };
 
 struct PyStacks {
