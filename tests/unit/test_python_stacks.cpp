@@ -3,6 +3,7 @@
 // hand-made input.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "stacks/pyframes/proc_maps.h"
 #include "stacks/pyframes/python_layout.h"
 #include "stacks/pyframes/python_stacks.h"
+#include "stacks/stack_report.h"
 
 namespace gpudiag {
 namespace {
@@ -111,6 +113,35 @@ bool start(Child& c, const std::vector<std::string>& argv, std::string& first_li
   return !first_line.empty();
 }
 
+// Waits until the process's main thread sits in read(2) (the scripts block there after
+// saying "ready", so a read of their stacks cannot race their last lines).
+bool wait_in_read(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream sc("/proc/" + std::to_string(pid) + "/syscall");
+    long nr = -1;
+    if (sc >> nr && nr == __NR_read) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+std::string dump(const PyStacks& s);
+
+// The stacks once the same answer comes twice with no thread holding the GIL: each
+// thread said "ready" just before blocking, and may be between the two.
+PyStacks settled_stacks(pid_t pid) {
+  PyStacks last = read_python_stacks(pid, 5000ms);
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(20ms);
+    PyStacks now = read_python_stacks(pid, 5000ms);
+    bool gil = false;
+    for (const auto& t : now.threads) gil = gil || t.holds_gil;
+    if (!gil && dump(now) == dump(last)) return now;
+    last = now;
+  }
+  return last;
+}
+
 const PyThread* thread_with(const PyStacks& s, const std::string& function) {
   for (const auto& t : s.threads)
     if (!t.frames.empty() && t.frames.front().function == function) return &t;
@@ -132,8 +163,9 @@ TEST(PythonStacks, EveryThreadOfARealPythonBlockedInC) {
   ASSERT_TRUE(start(c, {kPython, script_path()}, ready)) << "python3 did not start";
   ASSERT_EQ(ready.rfind("ready ", 0), 0u) << ready;
   const long main_tid = std::stol(ready.substr(6));
+  ASSERT_TRUE(wait_in_read(c.pid));
 
-  PyStacks s = read_python_stacks(c.pid, 5000ms);
+  PyStacks s = settled_stacks(c.pid);
   SCOPED_TRACE(dump(s));
   EXPECT_EQ(s.why_none, "");
   EXPECT_EQ(s.method.rfind("gpudiag (CPython 3.", 0), 0u);
@@ -185,6 +217,28 @@ TEST(PythonStacks, EveryThreadOfARealPythonBlockedInC) {
       EXPECT_EQ(line.substr(line.find_last_of("\t ") + 1), "0");
     }
   }
+}
+
+// The hang report without py-spy: every process's Python stacks from gpudiag's reader,
+// named as such, with the names a program chose escaped (a code object's name is the
+// program's to set).
+TEST(PythonStacks, TheStackReportCarriesThemWithoutPySpy) {
+  Child c;
+  std::string ready;
+  ASSERT_TRUE(start(c, {kPython, "-c",
+                        "import sys, time\n"
+                        "def f():\n"
+                        "    print('ready', flush=True)\n"
+                        "    sys.stdin.read()\n"
+                        "f.__code__ = f.__code__.replace(co_qualname='evil\\x1b[2J', co_name='evil\\x1b[2J')\n"
+                        "f()\n"},
+                    ready));
+  ASSERT_TRUE(wait_in_read(c.pid));
+  std::string report = stack_report("h", {{0, c.pid}}, StackTools{}, 5);
+  EXPECT_NE(report.find("py-spy not found (Python stacks: gpudiag's reader)"), std::string::npos) << report;
+  EXPECT_NE(report.find("  Python stacks (gpudiag (CPython 3."), std::string::npos) << report;
+  EXPECT_NE(report.find("      evil\\x1b[2J (<string>:4)\n      <module> (<string>:6)\n"), std::string::npos) << report;
+  EXPECT_EQ(report.find('\x1b'), std::string::npos) << report;
 }
 
 TEST(PythonStacks, AProgramThatIsNotPythonSaysSo) {
