@@ -452,5 +452,34 @@ TEST(FrameWalker, GarbageAndLoopsEndWithAReason) {
   EXPECT_NE(r.stacks.why_none.find("is unreadable"), std::string::npos) << r.stacks.why_none;
 }
 
+// The fuzzer's seeds are whole images of each version's structures (fuzz/seeds/
+// pyframes_walk: 3.11.2's layout; 3.13.5's and 3.14.8's debug offsets tables as their
+// Debian binaries carry them): the walk through each gives the same two frames.
+TEST(FrameWalker, SeedImagesOfEachVersionWalk) {
+  for (const char* name : {"cpython-3.11.2", "cpython-3.13", "cpython-3.14"}) {
+    SCOPED_TRACE(name);
+    std::ifstream f(std::string(GPUDIAG_SOURCE_DIR) + "/fuzz/seeds/pyframes_walk/" + name, std::ios::binary);
+    std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    ASSERT_GT(bytes.size(), 1u);
+    const unsigned char mode = bytes[0];
+    BufferMemory m(0x10000, std::vector<unsigned char>(bytes.begin() + 1, bytes.end()));
+    pyframes::WalkInput in;
+    in.runtime = 0x10000;
+    if ((mode & 3) == 0) in.file_version = 0x030B02F0;
+    if (mode & 4) in.code_type = 0x10100;
+    auto r = pyframes::walk_python(m, in);
+    ASSERT_EQ(r.stacks.why_none, "");
+    EXPECT_EQ(r.stacks.python_version.substr(0, 4), std::string(name).substr(8, 4));
+    ASSERT_EQ(r.stacks.threads.size(), 1u);
+    const auto& t = r.stacks.threads[0];
+    EXPECT_EQ(t.tid, 1234);
+    ASSERT_EQ(t.frames.size(), 2u) << t.note;
+    EXPECT_EQ(t.frames[0].function, "fn");
+    EXPECT_EQ(t.frames[0].file, "file.py");
+    EXPECT_EQ(t.frames[0].line, 12);
+    EXPECT_EQ(t.frames[1].line, 11);
+  }
+}
+
 }  // namespace
 }  // namespace gpudiag
