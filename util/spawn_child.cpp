@@ -97,9 +97,12 @@ void close_from(int first) {
     status = kStatusFd;
   }
   close_from(kStatusFd + 1);
-  // Root's session keyring is a handle too (keyrings(7)): join a new, empty one.
+  // Root's session keyring is a handle too (keyrings(7)): join a new, empty one. Where
+  // keyctl is not there or a seccomp filter refuses it (containers), the child, which
+  // inherits that filter, cannot use a keyring either.
   constexpr long kJoinSessionKeyring = 1;  // KEYCTL_JOIN_SESSION_KEYRING
-  if (::syscall(SYS_keyctl, kJoinSessionKeyring, nullptr) < 0 && errno != ENOSYS) child_fails(status, kKeyring);
+  if (::syscall(SYS_keyctl, kJoinSessionKeyring, nullptr) < 0 && errno != ENOSYS && errno != EPERM)
+    child_fails(status, kKeyring);
   if (::chdir("/") != 0) child_fails(status, kChdir);
   if (::setgroups(as.groups.size(), as.groups.data()) != 0) child_fails(status, kSetgroups);
   if (::setgid(as.gid) != 0) child_fails(status, kSetgid);

@@ -98,11 +98,19 @@ TEST(SpawnChild, AsAUserItHoldsNothingOfRoots) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to switch to nobody";
   // A session keyring of this (root) process, by a name a child could only see through it.
   const char* ring = "gpudiag-test-root-session";
-  ASSERT_GE(::syscall(SYS_keyctl, 1 /* KEYCTL_JOIN_SESSION_KEYRING */, ring), 0);
-  EXPECT_NE(run({"cat", "/proc/keys"}).out.find(ring), std::string::npos) << "the root child inherits it";
+  const bool keyrings = ::syscall(SYS_keyctl, 1 /* KEYCTL_JOIN_SESSION_KEYRING */, ring) >= 0;
+  if (keyrings) {
+    EXPECT_NE(run({"cat", "/proc/keys"}).out.find(ring), std::string::npos) << "a root child inherits it";
+  }
+  char cwd_before[4096];
+  ASSERT_NE(::getcwd(cwd_before, sizeof cwd_before), nullptr);
   ASSERT_EQ(::chdir("/tmp"), 0);
   ChildUser u = nobody();
+  int leaked = ::open("/dev/null", O_RDONLY);  // not close-on-exec
+  ASSERT_EQ(::dup2(leaked, 57), 57);
   Ran r = run({"sh", "-c", "id -u; id -G; readlink /proc/self/cwd; env; cat /proc/keys; ls /proc/self/fd"}, &u);
+  ::close(57), ::close(leaked);
+  ASSERT_EQ(::chdir(cwd_before), 0);
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.status, 0) << r.err;
   std::istringstream in(r.out);
@@ -114,6 +122,8 @@ TEST(SpawnChild, AsAUserItHoldsNothingOfRoots) {
   EXPECT_NE(r.out.find("MARK=only-this"), std::string::npos);
   EXPECT_EQ(r.out.find("HOME="), std::string::npos) << "only the environment it was given";
   EXPECT_EQ(r.out.find(ring), std::string::npos) << "root's session keyring reached the user: " << r.out;
+  // ls's own directory is its 3; nothing of ours beyond 0-2.
+  EXPECT_EQ(r.out.substr(r.out.size() - 8), "0\n1\n2\n3\n") << r.out;
 }
 
 TEST(SpawnChild, AUserWhoCannotBeBecomeOrAProgramThatIsNotThereSaysWhy) {
