@@ -18,6 +18,7 @@
 #include "nodeinfo/proc_tree.h"
 #include "stacks/pyframes/python_stacks.h"
 #include "util/run_command.h"
+#include "util/spawn_child.h"
 
 namespace gpudiag {
 namespace {
@@ -29,20 +30,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kWorkers = 8;
 // What a worker needs at least to start on another process.
 constexpr double kMinStart = 0.2;
-
-std::string find_on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
-  std::stringstream ss(dirs);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty() || dir[0] != '/') continue;  // never a relative PATH entry
-    std::string full = dir + "/" + name;
-    struct stat st;
-    if (::stat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(full.c_str(), X_OK) == 0) return full;
-  }
-  return "";
-}
 
 // /proc files only; O_NONBLOCK because a name under /proc/PID can be anything once
 // the process is gone and the pid reused.
