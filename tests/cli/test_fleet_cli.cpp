@@ -129,9 +129,10 @@ TEST_F(Fleet, BaselineRecordsRolesAndPerRoleFloors) {
   auto p5 = run_process({kBin, "--baseline", "--fs-root", kFixtures + "/p5-ubuntu"});
   EXPECT_NE(p5.out.find("  count: 32\n  rate_gbps: 100"), std::string::npos) << p5.out;
   EXPECT_NE(p5.out.find("  link_layer: Unknown"), std::string::npos) << p5.out;
-  // The bare-metal front-end card is Gen4: the NIC floors are the fabric's.
+  // The bare-metal front-end ports: the fabric's model and link layer, told apart by where they sit.
   auto bm = run_process({kBin, "--baseline", "--fs-root", kFixtures + "/baremetal-roce"});
-  EXPECT_NE(bm.out.find("  nic_speed: 32"), std::string::npos) << bm.out;
+  EXPECT_NE(bm.out.find("  rate_gbps: 200"), std::string::npos) << bm.out;
+  EXPECT_NE(bm.out.find("    - {hca: \"mlx5_0\", role: frontend}"), std::string::npos) << bm.out;
 }
 
 // EFA's "Unknown" link layer is what its driver always says: never UNKNOWN, and the fix
