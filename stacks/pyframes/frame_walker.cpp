@@ -33,8 +33,9 @@ class Bounded {
     return false;
   }
   bool block(std::uint64_t addr, std::size_t len, std::vector<unsigned char>& out) {
-    out.assign(len, 0);
-    return read(addr, out.data(), len);
+    // Never a read of nothing: a table's offsets may make a length 0.
+    out.assign(std::max<std::size_t>(len, 1), 0);
+    return read(addr, out.data(), out.size());
   }
   int error() const { return errno_; }
   // A read that failed because the process is gone, reading was refused or time ran
@@ -137,7 +138,7 @@ class Walker {
     // The line table is a bytes object; without it the line is unknown, the frame still named.
     const auto table = at<std::uint64_t>(head, l_.code_linetable);
     std::vector<unsigned char> bhead;
-    if (table && mem_.block(table, l_.bytes_data, bhead)) {
+    if (table && mem_.block(table, std::max(l_.bytes_size + 8, l_.bytes_data), bhead)) {
       const auto size = at<std::int64_t>(bhead, l_.bytes_size);
       if (size > 0) {
         const std::size_t n = static_cast<std::size_t>(std::min<std::int64_t>(size, lim_.linetable_bytes));
