@@ -3,8 +3,8 @@
 // themselves: `_Py_DebugOffsets` opens `_PyRuntime` (cookie "xdebugpy", then the
 // version, then offsets); its own shape differs between 3.13 and 3.14, so the table is
 // read by the version it states. 3.11 and 3.12 have no such table: their offsets come
-// from their internal headers, one layout per minor version (no 3.11.x or 3.12.x release
-// changed the structures the walk reads), trusted for final releases only; the walk then
+// from their internal headers, one layout per minor version (the releases' headers compared
+// agree; python_layout.cpp says which), trusted for final releases only; the walk then
 // checks what it reads against them (thread states point back at their interpreter, code
 // objects have PyCode_Type) and refuses memory that does not fit.
 #include <cstddef>
