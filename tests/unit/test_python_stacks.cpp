@@ -320,7 +320,8 @@ TEST(PythonStacks, ARealPythonReadWithTheWrongLayoutIsRefused) {
     std::cout << python << " read as " << pyframes::version_text(*in->file_version) << ": " << wrong.stacks.why_none
               << "\n";
   }
-  EXPECT_GT(tried, 0);  // /usr/bin/python3 is 3.11 on Debian 12
+  // Debian 12's /usr/bin/python3 is 3.11; Debian 13's is 3.13, which states its layout.
+  if (tried == 0) GTEST_SKIP() << "no CPython 3.11 or 3.12 to read here";
 }
 
 // The hang report without py-spy: every process's Python stacks from gpudiag's reader,
