@@ -326,7 +326,8 @@ class Coordinator {
     rep.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
     const std::string path = s_.report_dir.empty() ? "" : s_.report_dir + "/fabric.json";
     rep.verdict = fabric_verdict(findings, s_.cfg.action == "fail", rep.judgement, nodes_.size(), path);
-    std::string write_error = path.empty() ? "no diag dir" : write_report_file(s_.report_dir, "fabric.json", fabric_json(rep), s_.uid);
+    std::string write_error = path.empty() ? "no diag dir" : (s_.dir_check ? s_.dir_check(s_.report_dir) : "");
+    if (write_error.empty()) write_error = write_report_file(s_.report_dir, "fabric.json", fabric_json(rep), s_.uid);
     std::string text;
     for (auto line : rep.verdict.lines) {
       auto at = line.find(" (all figures: ");

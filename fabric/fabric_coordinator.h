@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -23,6 +24,9 @@ struct CoordinatorSettings {
   std::string report_dir;  // the step's diag dir ("" none); written only if it is the user's own
   uid_t uid = 0;           // whose dir it must be
   std::string job_step;    // "JOB.STEP"
+  // The plugin's rule for the diag dir (the same the tasks applied when they claimed
+  // it): "" when srun may write there, else why not. Unset: the dir's own check only.
+  std::function<std::string(const std::string&)> dir_check;
 };
 
 struct CoordinatorStart {

@@ -65,7 +65,11 @@ std::vector<Finding> pair_findings(const std::vector<NodeEntry>& nodes, const st
                 (t.reach ? " (the rendezvous port" + (rendezvous_port ? " " + std::to_string(rendezvous_port) : "") +
                                ")"
                          : "") +
-                ": " + t.error + " - a firewall? allow TCP between the nodes on the rendezvous port and 1024-65535";
+                ": " + t.error +
+                (t.error.find("reset") != std::string::npos
+                     ? " - its listener dropped the connection: another process flooding that port? run again, or "
+                       "look for it on " + to
+                     : " - a firewall? allow TCP between the nodes on the rendezvous port and 1024-65535");
     out.push_back(f);
   }
   for (int n : j.bad_nodes) {

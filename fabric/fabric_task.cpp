@@ -19,7 +19,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr double kConnect_s = 3;          // to a peer's listener or to srun
 constexpr double kHeader_s = 3;           // a connection that says nothing is dropped
-constexpr std::size_t kMaxInbound = 64;   // connections at once; the oldest silent one goes first
+constexpr std::size_t kMaxInbound = 64;
+constexpr double kQuiet_s = 0.5;          // silent this long, a connection may make room   // connections at once; the oldest silent one goes first
 constexpr std::size_t kChunk = 256 * 1024;
 
 int ms_left(Clock::time_point until) {
@@ -194,7 +195,11 @@ TaskOutcome run_fabric_task(TaskSide s) {
         int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;
         if (inbound.size() >= kMaxInbound) {
-          auto oldest = std::find_if(inbound.begin(), inbound.end(), [](const Inbound& c) { return !c.authed; });
+          // A peer sends its header at once: only a connection silent for a while makes
+          // room, so a flood cannot push out a test that just connected.
+          auto oldest = std::find_if(inbound.begin(), inbound.end(), [&](const Inbound& c) {
+            return !c.authed && now - c.since > std::chrono::duration<double>(kQuiet_s);
+          });
           if (oldest == inbound.end()) {
             ::close(fd);
             continue;

@@ -1,11 +1,13 @@
 #include "spank/fabric_step.h"
 
+#include <climits>
 #include <cstdlib>
 
 #include "fabric/fabric_coordinator.h"
 #include "fabric/fabric_task.h"
 #include "fabric/node_differs.h"
 #include "fabric/node_facts.h"
+#include "spank/diag_dir.h"
 #include "util/control_bytes.h"
 #include "util/tcp.h"
 #include "util/text_lists.h"
@@ -57,6 +59,14 @@ std::string start_fabric(const Config& cfg, std::uint32_t total_tasks, const std
   s.report_dir = diag_dir;
   s.uid = uid;
   s.job_step = std::to_string(job) + "." + std::to_string(step);
+  // The tasks' own rule (claim_diag_dir): a dir they refused, srun does not write into.
+  s.dir_check = [uid](const std::string& dir) -> std::string {
+    if (auto why = distrust_diag_dir(read_dir_facts(dir), uid)) return *why;
+    char real[PATH_MAX];
+    if (!::realpath(dir.c_str(), real)) return dir + ": cannot resolve it";
+    if (auto why = distrust_ancestors(read_ancestor_facts(real), uid)) return *why;
+    return "";
+  };
   auto started = fabric::start_fabric_coordinator(s);
   if (!started.endpoint) return started.error;
   ::setenv(fabric::kFabricEnv, fabric::format_endpoint(*started.endpoint).c_str(), 1);

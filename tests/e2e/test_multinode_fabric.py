@@ -66,7 +66,7 @@ class MultiNodeFabric(unittest.TestCase):
 
     def setUp(self):
         self.work = tempfile.mkdtemp(dir=self.tmp)
-        os.chmod(self.work, 0o777)
+        os.chmod(self.work, 0o755)
 
     # -- helpers ---------------------------------------------------------------------
     def fabric_step(self, *extra, env=None, user=None):
@@ -81,6 +81,8 @@ class MultiNodeFabric(unittest.TestCase):
         start = time.monotonic()
         r = self.cluster.run(argv, cwd=self.work, timeout=STEP_LIMIT, check=False, env=env, unset=unset)
         r.seconds = time.monotonic() - start
+        # What the user saw, in the test's log.
+        print("\n".join(line for line in r.stderr.splitlines() if "gpudiag" in line), file=sys.stderr)
         return r
 
     def ran(self):
@@ -119,15 +121,23 @@ class MultiNodeFabric(unittest.TestCase):
 
     @contextlib.contextmanager
     def port_dropped(self, node, port):
-        """A firewall stand-in (no iptables or nft here): tc drops TCP to `port` arriving at the node."""
-        self.sh_in(node, "tc", "qdisc", "add", "dev", "eth0", "ingress")
+        """A firewall in front of the node (no iptables, nft or tc actions on this kernel):
+        on the bridge's veth towards it, TCP to `port` is classified (u32) into an HTB class
+        whose queue holds nothing (pfifo limit 0), so those packets are dropped; the rest
+        goes through a class as fast as the link."""
+        veth = f"v{self.cluster.nodes.index(node) + 1}"
+        tc = ["tc", "qdisc", "add", "dev", veth]
+        self.sh_in("br", *tc, "root", "handle", "1:", "htb", "default", "1")
         try:
-            self.sh_in(node, "tc", "filter", "add", "dev", "eth0", "parent", "ffff:", "protocol", "ip", "u32",
-                       "match", "ip", "protocol", "6", "0xff", "match", "ip", "dport", str(port), "0xffff",
-                       "action", "drop")
+            for cls in ("1:1", "1:2"):
+                self.sh_in("br", "tc", "class", "add", "dev", veth, "parent", "1:", "classid", cls, "htb", "rate",
+                           "100gbit")
+            self.sh_in("br", *tc, "parent", "1:2", "handle", "20:", "pfifo", "limit", "0")
+            self.sh_in("br", "tc", "filter", "add", "dev", veth, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                       "match", "ip", "dport", str(port), "0xffff", "flowid", "1:2")
             yield
         finally:
-            self.sh_in(node, "tc", "qdisc", "del", "dev", "eth0", "ingress", check=False)
+            self.sh_in("br", "tc", "qdisc", "del", "dev", veth, "root", check=False)
 
     # -- cases -----------------------------------------------------------------------
     def test_1_a_healthy_fabric_passes_with_every_pairs_figure(self):
@@ -177,7 +187,7 @@ class MultiNodeFabric(unittest.TestCase):
         with open(self.n3_config, "r+") as f:  # the same inode: the bind on n3 sees it
             f.seek(0)
             f.truncate()
-            f.write(self.config_text.replace("plugin:\n", "plugin:\n  nccl_env:\n    NCCL_SOCKET_NTHREADS: \"4\"\n", 1))
+            f.write(self.config_text.replace("  nccl_env:\n", "  nccl_env:\n    NCCL_SOCKET_NTHREADS: \"4\"\n", 1))
         try:
             r = self.fabric_step()
         finally:
@@ -189,6 +199,7 @@ class MultiNodeFabric(unittest.TestCase):
         self.assertEqual(self.ran(), [])
         self.assertIn("NCCL_SOCKET_NTHREADS=4 on n3 only", r.stderr)
         self.assertIn("(unset) elsewhere", r.stderr)
+        self.assertEqual(len([line for line in self.verdict_lines(r) if "n3 only" in line]), 1, r.stderr)
 
     def test_5_a_neighbour_flooding_or_faking_the_listener_gets_a_clear_failure_at_worst(self):
         with ThrowawayUsers("victim", "attacker") as users:
