@@ -26,7 +26,7 @@ std::vector<Round> pack_rounds(const std::vector<Pair>& pairs);
 // What to test again. `tested`: every pair measured so far; `slow`: those found slow.
 // A node all of whose pairs are slow gets one node that is fast with someone, which it
 // has not met yet (the first in a rotation by its own index, so suspects spread over the
-// good nodes); a slow pair whose nodes are both fast elsewhere, or where no node is fast
+// good nodes), or, having met them all, its slow pairs again; a slow pair whose nodes are both fast elsewhere, or where no node is fast
 // with anyone, is tested once more.
 std::vector<Pair> retest_pairs(int nodes, const std::vector<Pair>& tested, const std::vector<Pair>& slow);
 
