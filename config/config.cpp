@@ -295,7 +295,8 @@ void read_preflight(const Reader& r, const YAML::Node& n, PreflightSettings& p) 
 void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
   r.require_map(n, "plugin");
   r.only_keys(n, "plugin.", {"torch_env", "torchrun_env", "master_port_range", "nproc_per_node", "nccl_env",
-                                  "prefix", "prefix_format", "failfast", "hang", "preflight", "master_addr"});
+                                  "prefix", "prefix_format", "failfast", "hang", "preflight", "master_addr",
+                                  "diag_dir_trusted_groups"});
   if (n["torch_env"]) p.torch_env = r.boolean(n["torch_env"], "plugin.torch_env");
   if (n["torchrun_env"]) p.torchrun_env = r.boolean(n["torchrun_env"], "plugin.torchrun_env");
   if (auto range = n["master_port_range"]) {
@@ -314,6 +315,16 @@ void read_plugin(const Reader& r, const YAML::Node& n, PluginSettings& p) {
     if (format.size() > 128) r.fail(f, "'plugin.prefix_format' is longer than 128 characters");
     if (!is_one_printable_line(format)) r.fail(f, "'plugin.prefix_format' holds control characters");
     p.prefix_format = format;
+  }
+  if (auto g = n["diag_dir_trusted_groups"]) {
+    if (!g.IsSequence())
+      r.fail(g, "'plugin.diag_dir_trusted_groups' must be a list of group names, e.g. [proj-ml]");
+    for (const auto& item : g) {
+      std::string name = r.scalar(item, "plugin.diag_dir_trusted_groups");
+      if (name.empty() || !is_one_printable_line(name) || name.find_first_of(" :,") != std::string::npos)
+        r.fail(item, "'plugin.diag_dir_trusted_groups' holds '" + escape_control(name) + "', which is not a group name");
+      p.diag_dir_trusted_groups.push_back(name);
+    }
   }
   if (auto f = n["failfast"]) read_failfast(r, f, p.failfast);
   if (auto h = n["hang"]) read_hang(r, h, p.hang);

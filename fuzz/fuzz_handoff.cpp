@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!h) return 0;
   GPUDIAG_FUZZ_CHECK(h->out || h->err);
   GPUDIAG_FUZZ_CHECK(h->tag.size() <= gpudiag::kMaxHandoffTag);
-  GPUDIAG_FUZZ_CHECK(h->max_line >= 16 && h->max_line <= (1u << 20));
+  GPUDIAG_FUZZ_CHECK(h->max_line >= 16 && h->max_line <= gpudiag::kMaxHandoffLine);
   GPUDIAG_FUZZ_CHECK(gpudiag::handoff_fd_count(*h) == 3 || gpudiag::handoff_fd_count(*h) == 5);
   GPUDIAG_FUZZ_CHECK(gpudiag::handoff_fd_count(*h) <= gpudiag::kMaxHandoffFds);
   auto again = gpudiag::encode_handoff(*h);

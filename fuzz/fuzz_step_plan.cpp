@@ -150,7 +150,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   const std::string wanted = gpudiag::wanted_diag_dir(in);
-  const unsigned problem = byte_at(bits, 8) % 4;
+  const unsigned problem = byte_at(bits, 8) % 5;  // none, or one of the 4 kinds
   if (!wanted.empty() && problem > 0)
     in.dir_problem = gpudiag::DiagDirProblem{static_cast<gpudiag::DiagDirProblem::Kind>(problem - 1),
                                              "the diag dir " + wanted + " is unusable"};

@@ -184,6 +184,10 @@ void write_plugin(std::string& o, const PluginSettings& p) {
     for (const auto& [k, v] : p.nccl_env) o += "    " + k + ": " + q(v) + "\n";
   }
   o += "  prefix: " + p.prefix + "\n  prefix_format: " + q(p.prefix_format) + "\n";
+  if (!p.diag_dir_trusted_groups.empty()) {
+    o += "  diag_dir_trusted_groups:\n";
+    for (const auto& g : p.diag_dir_trusted_groups) o += "    - " + q(g) + "\n";
+  }
   const auto& f = p.failfast;
   o += fmt::format("  failfast:\n    enabled: {}\n    async_error_handling: {}\n    dump_on_timeout: {}\n"
                    "    flight_recorder_entries: {}\n    heartbeat_timeout: {}\n    rdzv_join_timeout: {}\n",

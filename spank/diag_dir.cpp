@@ -1,7 +1,10 @@
 #include "spank/diag_dir.h"
 
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cerrno>
 #include <climits>
@@ -46,19 +49,36 @@ DirFacts read_dir_facts(const std::string& dir) {
   return f;
 }
 
-std::optional<std::string> distrust_ancestors(const std::vector<AncestorFacts>& ancestors, uid_t uid) {
+std::optional<std::string> distrust_ancestors(const std::vector<AncestorFacts>& ancestors, uid_t uid,
+                                              const std::vector<gid_t>& trusted_groups) {
   for (const auto& a : ancestors) {
     if (a.owner != 0 && a.owner != uid)
       return "lies in " + escape_control(a.path) + ", which belongs to another user (uid " + std::to_string(a.owner) +
              "), who could replace it";
-    if ((a.mode & (S_IWGRP | S_IWOTH)) && !(a.mode & S_ISVTX)) {
+    if (a.mode & S_ISVTX) continue;
+    const bool trusted_group =
+        std::find(trusted_groups.begin(), trusted_groups.end(), a.group) != trusted_groups.end();
+    if ((a.mode & S_IWOTH) || ((a.mode & S_IWGRP) && !trusted_group)) {
       char mode[8];
       std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(a.mode & 07777));
-      return "lies in " + escape_control(a.path) + ", which others may write and which is not sticky (mode " + mode +
+      std::string who = "others";
+      if (!(a.mode & S_IWOTH))
+        who = "the members of group " + (a.group_name.empty() ? std::to_string(a.group) : escape_control(a.group_name));
+      return "lies in " + escape_control(a.path) + ", which " + who + " may write and which is not sticky (mode " + mode +
              "), so another user could replace it";
     }
   }
   return std::nullopt;
+}
+
+std::vector<gid_t> group_ids(const std::vector<std::string>& names) {
+  std::vector<gid_t> out;
+  std::vector<char> buf(16384);
+  for (const auto& name : names) {
+    group g, *found = nullptr;
+    if (::getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found) == 0 && found) out.push_back(found->gr_gid);
+  }
+  return out;
 }
 
 std::vector<AncestorFacts> read_ancestor_facts(const std::string& resolved_dir) {
@@ -74,6 +94,10 @@ std::vector<AncestorFacts> read_ancestor_facts(const std::string& resolved_dir) 
     if (::stat(path.c_str(), &st) == 0) {
       a.owner = st.st_uid;
       a.mode = st.st_mode;
+      a.group = st.st_gid;
+      std::vector<char> buf(16384);
+      group g, *found = nullptr;
+      if (::getgrgid_r(st.st_gid, &g, buf.data(), buf.size(), &found) == 0 && found) a.group_name = found->gr_name;
     } else {
       a.owner = static_cast<uid_t>(-1);
     }
@@ -82,7 +106,7 @@ std::vector<AncestorFacts> read_ancestor_facts(const std::string& resolved_dir) 
   return out;
 }
 
-std::optional<DiagDirProblem> claim_diag_dir(std::string& dir, uid_t uid) {
+std::optional<DiagDirProblem> claim_diag_dir(std::string& dir, uid_t uid, const std::vector<gid_t>& trusted_groups) {
   if (!is_one_printable_line(dir))
     return DiagDirProblem{DiagDirProblem::kBadName, "the diag dir name holds control characters (from the submit dir?)"};
   if (::mkdir(dir.c_str(), 0700) != 0) {
@@ -94,8 +118,8 @@ std::optional<DiagDirProblem> claim_diag_dir(std::string& dir, uid_t uid) {
   char real[PATH_MAX];
   if (!::realpath(dir.c_str(), real))
     return DiagDirProblem{DiagDirProblem::kCannotCreate, "cannot resolve the diag dir " + dir + ": " + std::strerror(errno)};
-  if (auto why = distrust_ancestors(read_ancestor_facts(real), uid))
-    return DiagDirProblem{DiagDirProblem::kNotYours, "the diag dir " + dir + " " + *why};
+  if (auto why = distrust_ancestors(read_ancestor_facts(real), uid, trusted_groups))
+    return DiagDirProblem{DiagDirProblem::kSharedAncestor, "the diag dir " + dir + " " + *why};
   dir = real;
   return std::nullopt;
 }
@@ -125,7 +149,10 @@ std::optional<std::string> judge_named_dir(const std::string& dir, const NamedDi
 
 DiagDirVerdict judge_diag_dir_problem(const DiagDirProblem& p, bool named, bool asked, bool hang) {
   const char* fix = p.kind == DiagDirProblem::kCannotCreate ? "pick a writable one with --diag=dir=PATH"
-                                                             : "pick a directory of your own with --diag=dir=PATH";
+                    : p.kind == DiagDirProblem::kSharedAncestor
+                        ? "pick a directory of your own outside it with --diag=dir=PATH (e.g. --diag=dir=$HOME/gpudiag), "
+                          "or ask your admin to trust the group with plugin.diag_dir_trusted_groups"
+                        : "pick a directory of your own with --diag=dir=PATH";
   // The dir's name comes from the user (dir=, the submit dir) and goes to slurmd's log.
   const std::string why = escape_control(p.why);
   if (!asked)

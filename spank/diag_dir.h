@@ -38,8 +38,14 @@ struct AncestorFacts {
   std::string path;
   uid_t owner = 0;
   mode_t mode = 0;
+  gid_t group = 0;
+  std::string group_name;  // "" where the group has no name
 };
 std::vector<AncestorFacts> read_ancestor_facts(const std::string& resolved_dir);
+
+// The gids of the groups the admin trusts with shared dirs (plugin.diag_dir_trusted_groups);
+// a name that names no group is left out.
+std::vector<gid_t> group_ids(const std::vector<std::string>& names);
 
 // Empty when no one but `uid` and root can rename or replace anything on the way to the
 // dir; otherwise why not, naming the ancestor (issue 21 A3). NCCL opens its log files by
@@ -47,12 +53,17 @@ std::vector<AncestorFacts> read_ancestor_facts(const std::string& resolved_dir);
 // in a parent that others may write and that is not sticky (a group project dir, mode
 // 2770), another user renames the checked dir away and puts their own in its place.
 // The rule is OpenSSH's StrictModes: every ancestor is owned by root or the user, and
-// one that group or others may write must be sticky (/tmp, 1777).
-std::optional<std::string> distrust_ancestors(const std::vector<AncestorFacts>& ancestors, uid_t uid);
+// one that group or others may write must be sticky (/tmp, 1777). One exception, which
+// only the admin can make: a dir that its group may write (not others) is accepted when
+// that group is in `trusted_groups`, since its members are then trusted not to swap the
+// user's dir (a project dir, 2770, whose group the site vouches for).
+std::optional<std::string> distrust_ancestors(const std::vector<AncestorFacts>& ancestors, uid_t uid,
+                                              const std::vector<gid_t>& trusted_groups = {});
 
 // Why a dir cannot be the step's: `why` completes "gpudiag: ..." and names the dir.
 struct DiagDirProblem {
-  enum Kind { kCannotCreate, kNotYours, kBadName } kind;
+  // kSharedAncestor: the dir is the user's, but an ancestor others may rewrite.
+  enum Kind { kCannotCreate, kNotYours, kBadName, kSharedAncestor } kind;
   std::string why;
 };
 
@@ -63,7 +74,7 @@ struct DiagDirProblem {
 // on one node race to create it, and EEXIST from a sibling task is then checked like
 // any other existing dir. A name with control bytes is refused before anything is made
 // (it could reach no task's environment). Runs as the user, never as root.
-std::optional<DiagDirProblem> claim_diag_dir(std::string& dir, uid_t uid);
+std::optional<DiagDirProblem> claim_diag_dir(std::string& dir, uid_t uid, const std::vector<gid_t>& trusted_groups = {});
 
 // srun's early look at a dir the user named, as the user, before anything launches:
 // a dir that is there and not writable (or whose parent is there and not writable)

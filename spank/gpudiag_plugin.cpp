@@ -331,7 +331,9 @@ int task_init(spank_t sp) {
   // not write is refused by the kernel, not by us as root.
   std::string dir = gpudiag::wanted_diag_dir(in);
   if (!dir.empty()) {
-    in.dir_problem = gpudiag::claim_diag_dir(dir, in.uid);  // rewrites dir to the resolved path
+    // rewrites dir to the resolved path
+    in.dir_problem =
+        gpudiag::claim_diag_dir(dir, in.uid, gpudiag::group_ids(g_opt.cfg.plugin.diag_dir_trusted_groups));
     in.claimed_dir = dir;
   }
 

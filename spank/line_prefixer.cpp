@@ -26,14 +26,21 @@ void LinePrefixer::feed(std::string_view data, std::string& out) {
   while (!data.empty()) {
     const void* nl = std::memchr(data.data(), '\n', data.size());
     if (!nl) {
-      held_.append(data);
-      // Hold at most one line's worth: a longer partial line leaves in '+' pieces.
-      std::size_t pos = 0;
-      while (held_.size() - pos > max_payload_) {
-        emit(std::string_view(held_).substr(pos, max_payload_), '+', out);
-        pos += max_payload_;
+      // Hold at most one piece: a longer partial line leaves in '+' pieces, and the held
+      // bytes never grow past max_payload_ (a relay's budget counts on it).
+      if (!held_.empty()) {
+        const std::size_t take = std::min(data.size(), max_payload_ - held_.size());
+        held_.append(data.substr(0, take));
+        data.remove_prefix(take);
+        if (data.empty()) return;
+        emit(held_, '+', out);
+        held_.clear();
       }
-      held_.erase(0, pos);
+      while (data.size() > max_payload_) {
+        emit(data.substr(0, max_payload_), '+', out);
+        data.remove_prefix(max_payload_);
+      }
+      held_.assign(data);
       return;
     }
     const std::size_t len = static_cast<const char*>(nl) - data.data();
@@ -58,6 +65,26 @@ void LinePrefixer::feed(std::string_view data, std::string& out) {
     }
     emit(rest, ' ', out);
   }
+}
+
+// Every line is its payload plus tag, SEP and '\n'; the payloads come from the held bytes
+// and the input's other bytes. With k newlines in n bytes there are at most k lines that
+// end at one, (held + n - k) / max_payload_ full '+' pieces (at most 1 + (n - k) /
+// max_payload_, as the held bytes are at most one piece) and finish()'s line. A newline
+// costs tag + 2 bytes, any other byte at most 1 + (tag + 2) / max_payload_, which is less:
+// so n newlines are the worst, held + (n + 2) (tag + 2).
+std::size_t LinePrefixer::max_output(std::size_t n) const { return held_.size() + (n + 2) * (tag_.size() + 2); }
+
+std::size_t LinePrefixer::input_for(std::size_t budget) const {
+  const std::size_t per_byte = tag_.size() + 2;
+  if (budget < held_.size()) return 0;
+  const std::size_t lines = (budget - held_.size()) / per_byte;
+  return lines > 2 ? lines - 2 : 0;
+}
+
+std::size_t relay_read_limit(const LinePrefixer& lines, bool tagged, std::size_t room) {
+  const std::size_t budget = std::min(room, kRelayStreamBudget);
+  return tagged ? lines.input_for(budget) : budget;
 }
 
 void LinePrefixer::finish(std::string& out) {

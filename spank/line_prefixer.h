@@ -19,6 +19,16 @@ namespace gpudiag {
 // slurmstepd's message bound (SLURM_IO_MAX_MSG_LEN): one line per message.
 constexpr std::size_t kSlurmIoMessage = 1024;
 
+// What a relay may hold of a task's output (issue 30.3). Tagging grows a stream up to
+// (tag + 3) times (a bare newline becomes a whole tagged line), so a relay reads no more
+// than fits its budget after tagging (relay_read_limit), and reads again only once srun
+// took it: the rest waits in the task's pipe, which is the user's memory. Per stream:
+// this much tagged output, and one partial line (LinePrefixer::held).
+constexpr std::size_t kRelayStreamBudget = 64 * 1024;
+// Across all the streams of a step that the node's relay thread (in root's slurmstepd)
+// holds at once.
+constexpr std::size_t kRelayStepBudget = 1024 * 1024;
+
 class LinePrefixer {
  public:
   LinePrefixer(std::string tag, std::size_t max_line = kSlurmIoMessage);
@@ -29,6 +39,10 @@ class LinePrefixer {
   void finish(std::string& out);
   std::size_t held() const { return held_.size(); }
   std::size_t max_payload() const { return max_payload_; }
+  // The most bytes that feed() of n bytes and then finish() may append together.
+  std::size_t max_output(std::size_t n) const;
+  // The most input bytes whose max_output fits `budget`; 0 when not even one byte does.
+  std::size_t input_for(std::size_t budget) const;
 
  private:
   void emit(std::string_view payload, char sep, std::string& out) const;
@@ -37,6 +51,10 @@ class LinePrefixer {
   std::size_t max_payload_;
   std::string held_;
 };
+
+// How many bytes a relay may read from a stream now so that what it then holds of it, tagged
+// (`lines`) or as it is, stays within `room`. The one rule both relays read by.
+std::size_t relay_read_limit(const LinePrefixer& lines, bool tagged, std::size_t room);
 
 // The inverse, for tests and tools: the original bytes of the stream whose lines carry
 // `tag`. Every other line (other ranks, srun's own messages) is skipped.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <set>
 #include <vector>
@@ -27,8 +29,11 @@ constexpr std::size_t kReadSize = 64 * 1024;
 // A task hands over at most two streams; more than this many is not a Slurm step
 // (slurmstepd's own limit on tasks per node is far lower), and each costs two fds.
 constexpr std::size_t kMaxStreams = 2 * 4096;
-// At stop, what one stream may still hold: enough for what a dying program left in its pipe.
+// At stop, the most one stream may still read: what a dying program left in a pipe of
+// the largest size a user can set (pipe-max-size), so a writer that keeps on cannot
+// hold the stop.
 constexpr std::size_t kFinalReadMax = 1 << 20;
+constexpr std::size_t kNoDrain = std::numeric_limits<std::size_t>::max();
 constexpr std::size_t kThreadStack = 256 * 1024;
 // After a task's program exits, a child of it that kept the pipe open must not hold the
 // step's output open (slurmstepd waits for it before the step can end): stop once the
@@ -55,6 +60,10 @@ struct Stream {
   std::uint32_t task = 0;  // the task's local id
   double exited_at = 0;    // when slurmstepd reaped the task; 0: still running
   double last_data = 0;
+  // Once the drain limit came: how many of the bytes the pipe held then are still to be
+  // read (at srun's pace); the input ends after them. kNoDrain: relayed to EOF.
+  std::size_t drain_left = kNoDrain;
+  std::size_t counted = 0;  // pending's capacity, as the step's total counts it
   Stream(int in_fd, int out_fd, bool tag_lines, const std::string& tag_text, std::size_t max_line)
       : in(in_fd), out(out_fd), tag(tag_lines), lines(tag_text, max_line) {}
   ~Stream() {
@@ -93,16 +102,22 @@ void flush(Stream& s) {
       s.dead = true;  // srun went away (EPIPE: the thread blocks SIGPIPE)
     }
   }
-  s.pending.clear();
+  // Out (or dropped): the memory goes back, so the step's budget counts only what waits.
+  std::string().swap(s.pending);
   s.off = 0;
 }
 
-// Bytes that arrived on a stream: tagged into `pending`, or as they are.
+// Bytes that arrived on a stream: tagged into `pending`, or as they are. Read only while
+// nothing is pending and at most relay_read_limit, so `pending` stays within its budget.
 void take(Stream& s, const char* data, std::size_t n) {
   if (s.dead) return;
   try {
-    if (s.tag && !s.raw) s.lines.feed(std::string_view(data, n), s.pending);
-    else s.pending.append(data, n);
+    if (s.tag && !s.raw) {
+      s.pending.reserve(s.pending.size() + s.lines.max_output(n));
+      s.lines.feed(std::string_view(data, n), s.pending);
+    } else {
+      s.pending.append(data, n);
+    }
   } catch (...) {
     // Out of memory in slurmstepd: keep the bytes moving untagged, say so once.
     static const char kMsg[] = "gpudiag: output relay failed; passing output through untagged\n";
@@ -140,13 +155,23 @@ void end_of_input(Stream& s) {
   }
 }
 
-// One read; false when the stream's input ended.
-bool read_once(Stream& s, std::vector<char>& buf) {
+// One read of at most `limit` bytes; false when the stream's input ended.
+bool read_once(Stream& s, std::vector<char>& buf, std::size_t limit) {
+  if (s.drain_left == 0) {
+    end_of_input(s);
+    return false;
+  }
+  limit = std::min({limit, buf.size(), s.drain_left});
+  if (limit == 0) return true;  // no room now: the bytes wait in the pipe
   for (;;) {
-    const ssize_t r = ::read(s.in, buf.data(), buf.size());
+    const ssize_t r = ::read(s.in, buf.data(), limit);
     if (r > 0) {
       s.last_data = now_s();
       take(s, buf.data(), static_cast<std::size_t>(r));
+      if (s.drain_left != kNoDrain && (s.drain_left -= static_cast<std::size_t>(r)) == 0) {
+        end_of_input(s);  // what the pipe held at the drain limit is read
+        return false;
+      }
       return true;
     }
     if (r < 0 && errno == EINTR) continue;
@@ -158,10 +183,12 @@ bool read_once(Stream& s, std::vector<char>& buf) {
 
 class Loop {
  public:
-  Loop(int sock, int stop_fd, const std::atomic<bool>& stop_requested, int local_tasks)
+  Loop(int sock, int stop_fd, const std::atomic<bool>& stop_requested, int local_tasks,
+       std::atomic<std::size_t>& peak_held)
       : sock_(sock),
         stop_fd_(stop_fd),
         stop_requested_(stop_requested),
+        peak_held_(peak_held),
         local_tasks_(local_tasks > 0 ? static_cast<std::size_t>(local_tasks) : 0),
         buf_(kReadSize) {}
 
@@ -178,7 +205,8 @@ class Loop {
         if (s->has_pending() && !s->dead) {
           fds.push_back({s->out, POLLOUT, 0});
           owner.push_back(s.get());
-        } else if (s->in >= 0) {
+        } else if (s->in >= 0 && read_limit(*s) > 0) {
+          // A stream with no room waits, its bytes in its pipe, until a flush frees some.
           fds.push_back({s->in, POLLIN, 0});
           owner.push_back(s.get());
         }
@@ -189,11 +217,17 @@ class Loop {
       }
       if (fds[0].revents) stopping = read_control() || stop_requested_.load();
       if (fds[1].revents) receive();
-      for (std::size_t i = 2; i < fds.size(); ++i) {
+      // The room freed by one round's flushes goes to the streams in turn, not always to
+      // the first ones.
+      const std::size_t ready = owner.size();
+      turn_ = ready ? (turn_ + 1) % ready : 0;
+      for (std::size_t k = 0; k < ready; ++k) {
+        const std::size_t i = 2 + (turn_ + k) % ready;
         if (!fds[i].revents) continue;
         Stream& s = *owner[i - 2];
-        if (fds[i].events == POLLIN) read_once(s, buf_);
+        if (fds[i].events == POLLIN) read_once(s, buf_, read_limit(s));
         flush(s);
+        settle(s);
       }
       end_drained_inputs();
       reap();
@@ -235,7 +269,7 @@ class Loop {
   int drain_timeout_ms() const {
     double next = -1;
     for (auto& s : streams_) {
-      if (s->in < 0 || s->exited_at == 0) continue;
+      if (s->in < 0 || s->exited_at == 0 || s->drain_left != kNoDrain) continue;
       const double at = std::min(s->exited_at + kDrainMax, std::max(s->exited_at, s->last_data) + kQuiet);
       if (next < 0 || at < next) next = at;
     }
@@ -243,16 +277,21 @@ class Loop {
     return static_cast<int>(std::max(0.0, next - now_s()) * 1000) + 1;
   }
 
+  // At an exited task's drain limit the input ends after what its pipe holds then. While
+  // srun is slow the thread does not read, so "quiet" may only mean held back: those
+  // bytes still go out, at srun's pace, and wait in the pipe until then, not in here.
   void end_drained_inputs() {
     const double now = now_s();
     for (auto& s : streams_) {
-      if (s->in < 0 || s->exited_at == 0) continue;
+      if (s->in < 0 || s->exited_at == 0 || s->drain_left != kNoDrain) continue;
       if (now - s->exited_at >= kDrainMax || now - std::max(s->exited_at, s->last_data) >= kQuiet) {
-        // While srun is slow the thread does not read, so "quiet" may only mean held
-        // back: what the ended program left in its pipe still goes out.
-        read_what_is_there(*s);
-        if (s->in >= 0) end_of_input(*s);
-        flush(*s);
+        int queued = 0;
+        s->drain_left = ::ioctl(s->in, FIONREAD, &queued) == 0 && queued > 0 ? static_cast<std::size_t>(queued) : 0;
+        if (s->drain_left == 0) {
+          end_of_input(*s);
+          flush(*s);
+          settle(*s);
+        }
       }
     }
   }
@@ -321,34 +360,67 @@ class Loop {
   // A stream whose input ended and whose bytes are out gives Slurm its EOF.
   void reap() {
     std::size_t keep = 0;
-    for (auto& s : streams_)
-      if (!s->done()) streams_[keep++] = std::move(s);
+    for (auto& s : streams_) {
+      if (s->done()) held_ -= s->counted;
+      else streams_[keep++] = std::move(s);
+    }
     streams_.resize(keep);
   }
 
-  // What the pipe holds now, at most kFinalReadMax (a pipe's largest size for a user).
-  void read_what_is_there(Stream& s) {
-    for (std::size_t got = 0; s.in >= 0 && got < kFinalReadMax; got += kReadSize) {
-      pollfd p{s.in, POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0 || !read_once(s, buf_)) break;
-    }
+  // The step's budget (kRelayStepBudget) counts what every stream's pending holds.
+  void settle(Stream& s) {
+    static const std::size_t inline_capacity = std::string().capacity();  // inside the Stream
+    const std::size_t now = s.pending.capacity() > inline_capacity ? s.pending.capacity() : 0;
+    held_ = held_ - s.counted + now;
+    s.counted = now;
+    if (held_ > peak_held_.load(std::memory_order_relaxed)) peak_held_.store(held_, std::memory_order_relaxed);
   }
 
-  // What the pipes still hold goes out if srun takes it now; then every fd is closed.
+  // How much the stream may read now: nothing while it holds bytes srun has not taken,
+  // else what fits its own budget and the step's room after tagging. A stream whose
+  // srun is gone reads on (so its program never blocks) and keeps nothing.
+  std::size_t read_limit(const Stream& s) const {
+    if (s.in < 0 || s.has_pending()) return 0;
+    if (s.dead) return buf_.size();
+    const std::size_t others = held_ - s.counted;
+    const std::size_t room = kRelayStepBudget > others ? kRelayStepBudget - others : 0;
+    // A sliver of room waits for more: reads stay worth their syscall, and no buffer is
+    // so small that the allocator rounds it up past what was counted.
+    if (room < kRelayStreamBudget / 16) return 0;
+    return relay_read_limit(s.lines, s.tag && !s.raw, room);
+  }
+
+  // At stop: what srun takes now goes out, in pieces within the budgets, and at most
+  // kFinalReadMax of input; nothing waits. The rest is dropped, as slurmstepd, which has
+  // stopped waiting for the step's output by now, drops what it still holds.
   void final_drain() {
     for (auto& s : streams_) {
-      read_what_is_there(*s);
+      flush(*s);
+      for (std::size_t got = 0; s->in >= 0 && !s->has_pending() && got < kFinalReadMax;) {
+        const std::size_t limit = read_limit(*s);
+        pollfd p{s->in, POLLIN, 0};
+        if (limit == 0 || ::poll(&p, 1, 0) <= 0 || !read_once(*s, buf_, limit)) break;
+        got += limit;
+        flush(*s);
+        settle(*s);
+      }
       if (s->in >= 0) end_of_input(*s);
       flush(*s);
+      settle(*s);
+      held_ -= s->counted;
+      s.reset();  // its memory and fds go back before the next stream reads
     }
     streams_.clear();
   }
 
   int sock_, stop_fd_;
   const std::atomic<bool>& stop_requested_;
+  std::atomic<std::size_t>& peak_held_;
   const std::size_t local_tasks_;
   std::set<std::uint32_t> ended_;  // local ids of the tasks slurmstepd reaped
   bool sock_open_ = true;
+  std::size_t held_ = 0;  // the capacity of every stream's pending (Stream::counted)
+  std::size_t turn_ = 0;
   std::vector<char> buf_;
   std::vector<std::unique_ptr<Stream>> streams_;
 };
@@ -358,7 +430,7 @@ class Loop {
 void* NodeRelay::thread_main(void* self) {
   auto* r = static_cast<NodeRelay*>(self);
   try {
-    Loop(r->relay_end_, r->stop_r_, r->stop_requested_, r->local_tasks_).run();
+    Loop(r->relay_end_, r->stop_r_, r->stop_requested_, r->local_tasks_, r->peak_held_).run();
   } catch (...) {
     // Only a failed allocation of the loop's own vectors gets here; the streams it held
     // are closed, so their programs see EPIPE instead of blocking forever.

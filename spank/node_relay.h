@@ -13,7 +13,10 @@
 // for the output (mgr.c: the container's SIGKILL, then _wait_for_io), so no program keeps
 // the thread waiting for long (and a child that outlives its task gets the per-task
 // relay's drain limit, task_exited). It never blocks: writes wait for POLLOUT, and a stream with bytes
-// pending is not read until they are out, so a slow srun holds back that task alone.
+// pending is not read until they are out, so a slow srun holds back that task alone. What
+// it holds is bounded whatever the pipes hold (issue 30.3): it reads no more than fits
+// kRelayStreamBudget after tagging, and kRelayStepBudget across the step's streams; the
+// rest waits in the task's pipe, the user's memory, not root's.
 // The hang watchdog needs a process beside the program, so a watched step keeps the
 // relay per task.
 #include <pthread.h>
@@ -51,6 +54,9 @@ class NodeRelay {
   // Relays what the pipes hold now, drops the rest, closes everything and joins. Called
   // from slurm_spank_exit, after slurmstepd has waited for the step's output.
   void stop();
+  // The most output the thread has held at once, in bytes of its buffers' capacity (what
+  // kRelayStepBudget counts): tests check the bound with it.
+  std::size_t peak_held() const { return peak_held_.load(); }
 
  private:
   static void* thread_main(void* self);
@@ -61,6 +67,7 @@ class NodeRelay {
   int local_tasks_ = 0;
   bool started_ = false;
   std::atomic<bool> stop_requested_{false};
+  std::atomic<std::size_t> peak_held_{0};
 };
 
 // In a task, before its exec: fds 1 and 2 (as `plan` names them) now lead to the node's

@@ -10,8 +10,9 @@ constexpr std::uint8_t kOut = 1, kErr = 2, kTagOut = 4, kTagErr = 8, kKnownFlags
 constexpr std::size_t kHeader = 4 + 4 + 4 + 1 + 2;
 
 // The prefixer keeps some payload on every line whatever the bound (line_prefixer.h);
-// the cap keeps one held line from costing slurmstepd much memory.
-bool usable_max_line(std::uint32_t max_line) { return max_line >= 16 && max_line <= (1u << 20); }
+// the cap keeps one held line small beside a stream's budget (kRelayStreamBudget), so
+// that a stream can always read.
+bool usable_max_line(std::uint32_t max_line) { return max_line >= 16 && max_line <= kMaxHandoffLine; }
 
 template <class T>
 void put(std::string& out, T v) {

@@ -25,10 +25,12 @@ struct TaskHandoff {
 };
 
 constexpr std::size_t kMaxHandoffTag = 256;
+// gpudiag sends slurmstepd's message size (kSlurmIoMessage, 1 KiB).
+constexpr std::size_t kMaxHandoffLine = 4096;
 constexpr std::size_t kMaxHandoffBytes = 4 + 4 + 4 + 1 + 2 + kMaxHandoffTag;
 
 // Pure. nullopt: no streams, a tag longer than kMaxHandoffTag, or a max line outside
-// 16 bytes to 1 MiB.
+// 16 to kMaxHandoffLine bytes.
 std::optional<std::string> encode_handoff(const TaskHandoff& h);
 std::optional<TaskHandoff> decode_handoff(std::string_view bytes);
 // How many fds a message with these streams carries, the answer pipe's included.

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdlib>
@@ -216,19 +217,23 @@ void close_inherited(const std::vector<int>& keep) {
     }
     for (auto& s : streams) {
       if (s.in < 0) continue;
-      // Read what is there now; EAGAIN ends the round.
+      // Read what is there now; EAGAIN ends the round. Each read is written out (blocking)
+      // before the next, and no larger than fits the stream's budget after tagging.
       for (;;) {
-        ssize_t r = ::read(s.in, buf.data(), buf.size());
+        const std::size_t limit =
+            std::clamp<std::size_t>(relay_read_limit(s.lines, s.tag, kRelayStreamBudget), 1, buf.size());
+        ssize_t r = ::read(s.in, buf.data(), limit);
         if (r > 0) {
           if (watch) watch->output_seen();
+          out.clear();
           if (s.tag) {
-            out.clear();
+            out.reserve(s.lines.max_output(static_cast<std::size_t>(r)));
             s.lines.feed(std::string_view(buf.data(), static_cast<std::size_t>(r)), out);
           } else {
             out.assign(buf.data(), static_cast<std::size_t>(r));
           }
           write_all(s.out, out, s.dead);
-          if (static_cast<std::size_t>(r) < buf.size()) break;
+          if (static_cast<std::size_t>(r) < limit) break;
           continue;
         }
         if (r < 0 && errno == EINTR) continue;

@@ -10,6 +10,7 @@ throwaway users on the real test Slurm:
 - a submit dir with control bytes, and --pty with hang=, say what is off and why."""
 import os
 import pty
+import re
 import select
 import shutil
 import subprocess
@@ -158,6 +159,43 @@ class HostileNeighbour(TwoUsersClusterTest):
                       "characters (from the submit dir?): pick a directory of your own with --diag=dir=PATH", r.stderr)
         self.assertEqual(os.listdir(weird), [])
 
+    def test_a_project_dir_holds_the_diag_dir_only_where_the_admin_trusts_its_group(self):
+        """Issue 30: a group project dir (root:GROUP 2770) is refused as StrictModes would,
+        with a message that says how to choose another dir; once the admin lists GROUP in
+        plugin.diag_dir_trusted_groups, the step's NCCL logs go there, in a dir of the
+        user's own (0700). The victim's own group stands for the project's, so that no
+        group cache of Slurm's has to learn a new group."""
+        project = os.path.join(self.tmp, "project-2770")
+        os.mkdir(project)
+        os.chown(project, 0, self.victim.gid)
+        os.chmod(project, 0o2770)
+        with open(self.config) as f:
+            shipped = f.read()
+        try:
+            r = self.as_user(self.victim, ["srun", "-n1", "--diag", PYTHON, "-c", NCCL_LIKE], cwd=project)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("NCCL_DEBUG_FILE=None", r.stdout)
+            self.assertIn(f"lies in {project}, which the members of group {self.victim.name} may write and which is "
+                          "not sticky (mode 2770), so another user could replace it: pick a directory of your own "
+                          "outside it with --diag=dir=PATH (e.g. --diag=dir=$HOME/gpudiag), or ask your admin to "
+                          "trust the group with plugin.diag_dir_trusted_groups", r.stderr)
+            with open(self.config, "w") as f:
+                f.write(shipped.replace("\nplugin:\n", f"\nplugin:\n  diag_dir_trusted_groups: [{self.victim.name}]\n", 1))
+            r = self.as_user(self.victim, ["srun", "-n1", "--diag", PYTHON, "-c", NCCL_LIKE], cwd=project)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("lies in", r.stderr)
+            logs = re.search(r"NCCL_DEBUG_FILE=(\S+)/nccl\.%h\.%p\.log", r.stdout)
+            self.assertTrue(logs, r.stdout)
+            diag = logs.group(1)
+            self.assertEqual(os.path.dirname(diag), project)
+            st = os.stat(diag)
+            self.assertEqual((st.st_uid, st.st_mode & 0o777), (self.victim.uid, 0o700))
+            self.assertTrue(any(n.startswith("nccl.") for n in os.listdir(diag)), os.listdir(diag))
+        finally:
+            with open(self.config, "w") as f:
+                f.write(shipped)
+            shutil.rmtree(project, ignore_errors=True)
+
     def test_a_diag_dir_under_a_parent_others_can_rewrite_is_refused(self):
         # Issue 21 A3: in a parent others may write that is not sticky (a group project
         # dir), another user can rename the checked dir away and put their own in its
@@ -171,7 +209,8 @@ class HostileNeighbour(TwoUsersClusterTest):
             self.assertNotIn("NCCL_DEBUG_FILE=", r.stdout)
             self.assertIn(f"gpudiag: the diag dir {project}/mine lies in {project}, which others may write and which "
                           "is not sticky (mode 0777), so another user could replace it: pick a directory of your own "
-                          "with --diag=dir=PATH", r.stderr)
+                          "outside it with --diag=dir=PATH (e.g. --diag=dir=$HOME/gpudiag), or ask your admin to "
+                          "trust the group with plugin.diag_dir_trusted_groups", r.stderr)
             # The default dir there is skipped: the step runs without NCCL log files.
             r = self.as_user(self.victim, ["srun", "-n1", "--diag", PYTHON, "-c", NCCL_LIKE], cwd=project)
             self.assertEqual(r.returncode, 0, r.stderr)

@@ -7,6 +7,7 @@ tasks ends its step cleanly. Each case is compared with --diag=noprefix, the sam
 step without the relay."""
 import ctypes
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -77,6 +78,35 @@ print(" ".join(out))
 '''
 
 
+# Issue 30.3, as a hostile user's step: each task enlarges its stdout pipe to 1 MiB,
+# says so (argv[1]/ready.RANK holds its pid), waits for argv[1]/go (the user has
+# stopped their own srun by then), fills the pipe with bare newlines (each becomes a
+# tagged line, ~15 times its size), writes how many into argv[1]/done.RANK and exits.
+PIPE_FLOOD = r'''
+import fcntl, os, sys, time
+d, rank = sys.argv[1], os.environ["SLURM_PROCID"]
+fcntl.fcntl(1, 1031, 1 << 20)  # F_SETPIPE_SZ
+fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) | os.O_NONBLOCK)
+def put(name, text):
+    with open(os.path.join(d, name + ".tmp"), "w") as f:
+        f.write(text)
+    os.rename(os.path.join(d, name + ".tmp"), os.path.join(d, name))
+put("ready." + rank, str(os.getpid()))
+while not os.path.exists(os.path.join(d, "go")):
+    time.sleep(0.02)
+n = full = 0
+chunk = b"\n" * 65536
+while full < 10:
+    try:
+        n += os.write(1, chunk)
+        full = 0
+    except BlockingIOError:
+        full += 1
+        time.sleep(0.05)
+put("done." + rank, str(n))
+'''
+
+
 class NodeRelayPromises(TwoUsersClusterTest):
     def tag(self, rank):
         return f"[{self.cluster.node}:{rank}]".encode()
@@ -120,6 +150,71 @@ class NodeRelayPromises(TwoUsersClusterTest):
             self.assertEqual(p.returncode, 0, err[-2000:])
             self.assertEqual(len(got), len(want), f"{diag}: the program wrote {wrote} lines")
             self.assertTrue(got == want, f"{diag}: bytes differ")
+
+    def pipe_flood(self, diag, tasks=8):
+        """PIPE_FLOOD as the victim, whose srun the victim stops: slurmstepd's VmRSS (kB)
+        before the flood and its peak while srun stays stopped, after every task exited."""
+        d = os.path.join(self.victim.home, "flood" + diag.replace("=", "-"))
+        self.victim.run(["mkdir", d], check=True)
+        p = self.victim.popen(["srun", f"-n{tasks}", "--overcommit", diag, PYTHON, "-c", PIPE_FLOOD, d],
+                              env=self.cluster.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        srun = []
+        try:
+            def files(prefix):
+                return [f for f in os.listdir(d) if f.startswith(prefix + ".") and not f.endswith(".tmp")]
+            self.wait_for(lambda: len(files("ready")) == tasks, "every task to enlarge its pipe")
+            programs = [int(_read(os.path.join(d, f))) for f in files("ready")]
+            stepd = {_ppid(pid) for pid in programs}
+            self.assertEqual(len(stepd), 1, "the programs are children of one slurmstepd")
+            stepd = stepd.pop()
+            self.assertIn(b"slurmstepd", _cmdline(stepd))
+            srun = [int(x) for x in os.listdir("/proc") if x.isdigit() and _cmdline(x).startswith(b"srun\0")
+                    and os.stat(f"/proc/{x}").st_uid == self.victim.uid]
+            self.assertTrue(srun)
+            # What Ctrl-Z does to srun (and to its helper process, where it has one).
+            self.victim.run(["kill", "-STOP", *map(str, srun)], check=True)
+            self.wait_for(lambda: all(_state(pid) == "T" for pid in srun), "srun to stop")
+            before = _rss_kb(stepd)
+            with open(os.path.join(d, "go"), "w"):
+                pass
+            self.wait_for(lambda: len(files("done")) == tasks, "every task to fill its pipe and exit")
+            # The thread drains the pipes from 0.2 s after slurmstepd reaped the last task.
+            # slurmstepd may not reap it for a while: it tells the stopped srun of each exit
+            # before it waits for the next. Even before the drain, the thread once held a
+            # 64 KiB read of each pipe tagged (5 MB here), which the bound below refuses too.
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and any(os.path.exists(f"/proc/{pid}") for pid in programs):
+                time.sleep(0.05)
+            peak, deadline = 0, time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                peak = max(peak, _rss_kb(stepd))
+                time.sleep(0.05)
+            return before, peak
+        finally:
+            # Delivering 8 MiB of bare newlines takes srun minutes, with or without gpudiag
+            # (what arrives is the promise of the test above): the user ends srun instead.
+            if srun:
+                self.victim.run(["kill", "-KILL", *map(str, srun)])
+            os.kill(p.pid, signal.SIGCONT)  # runuser stopped itself with its child, as su does
+            self.cluster.run(["scancel", "-u", self.victim.name], check=False)
+            p.wait(timeout=60)
+
+    def test_a_stopped_srun_cannot_make_slurmstepd_hold_a_flood_of_tagged_lines(self):
+        """Issue 30.3: 8 tasks with 1 MiB pipes full of bare newlines, srun stopped by its
+        user, every task exited. The thread once read each pipe whole at the drain and
+        tagged it: root's slurmstepd grew by 85 to 145 MB for as long as srun stayed
+        stopped. It may now grow by Slurm's own buffering (the same step without the
+        relay) and the step's budget (kRelayStepBudget, 1 MiB; docs/SECURITY.md), with
+        1 MiB to spare for the allocator's own rounding."""
+        plain_before, plain_peak = self.pipe_flood("--diag=noprefix")
+        before, peak = self.pipe_flood("--diag=prefix")
+        slurms_own = max(0, plain_peak - plain_before)
+        grown = peak - before
+        print(f"slurmstepd VmRSS under the flood: {before} to {peak} kB; without the relay {plain_before} to {plain_peak} kB", file=sys.stderr)
+        self.assertLessEqual(grown, slurms_own + 2 * 1024,
+                             f"slurmstepd grew by {grown} kB ({before} to {peak} kB) under the flood; "
+                             f"without the relay by {slurms_own} kB")
+        self.assert_node_takes_the_next_step()
 
     def test_a_child_of_an_ended_task_is_relayed_while_another_task_runs(self):
         """Without gpudiag slurmstepd relays task 0's pipe while task 1 runs, so a child
@@ -173,6 +268,7 @@ class NodeRelayPromises(TwoUsersClusterTest):
                 self.assertEqual(r.stdout.strip(), "list:denied getfd:denied open1:denied open2:denied",
                                  f"pid {pid} ({_cmdline(pid)[:40]!r}): {r.stderr}")
         finally:
+            t0 = time.monotonic()
             self.cluster.run(["scancel", "-u", self.victim.name], check=False)
             p.communicate(timeout=60)
         self.assert_node_takes_the_next_step()
@@ -197,6 +293,24 @@ def _cmdline(pid):
             return f.read()
     except OSError:
         return b""
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def _state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def _ppid(pid):

@@ -1,6 +1,7 @@
 // --baseline's pure half: the model pattern and what looks wrong on a node's face.
 #include <gtest/gtest.h>
 
+#include "config/config.h"
 #include "healthcheck/baseline_config.h"
 
 namespace gpudiag {
@@ -64,6 +65,23 @@ TEST(DeriveBaseline, ModelNotReadKeepsTheLoadedPattern) {
   EXPECT_NE(baseline_yaml(b, f, loaded, "today").find(
                 "  model: \"*H200*\"  # from the loaded config; the driver's name was not read"),
             std::string::npos);
+}
+
+TEST(BaselineYaml, KeepsTheTrustedGroupsOfTheLoadedConfig) {
+  // Issue 30: a written baseline must not drop the admin's diag dir trust.
+  Config loaded;
+  loaded.plugin.diag_dir_trusted_groups = {"proj-ml", "cv_team"};
+  BaselineFacts f;
+  const std::string yaml = baseline_yaml(derive_baseline(f, loaded), f, loaded, "today");
+  // Its plugin section, read back alone (the rest depends on the node's facts).
+  const auto at = yaml.find("\nplugin:\n");
+  ASSERT_NE(at, std::string::npos) << yaml;
+  std::size_t end = at + 1;
+  do end = yaml.find('\n', end) + 1;
+  while (end < yaml.size() && (yaml[end] == ' ' || yaml[end] == '#'));
+  auto back = parse_config(yaml.substr(at + 1, end - at - 1), "baseline");
+  ASSERT_TRUE(back) << back.error() << "\n" << yaml;
+  EXPECT_EQ(back->plugin.diag_dir_trusted_groups, loaded.plugin.diag_dir_trusted_groups);
 }
 
 }  // namespace

@@ -80,6 +80,14 @@ TEST(Config, OutputPrefixSettings) {
   EXPECT_NE(bad.error().find("plugin.prefix"), std::string::npos) << bad.error();
   EXPECT_FALSE(parse_config("plugin:\n  prefix_format: \"a\\tb\"\n", "c"));            // control character
   EXPECT_FALSE(parse_config("plugin:\n  prefix_format: " + std::string(200, 'x') + "\n", "c"));  // too long
+  // Issue 30: the groups whose project dirs may hold diag dirs.
+  auto trusted = parse_config("plugin:\n  diag_dir_trusted_groups: [proj-ml, cv_team]\n", "c");
+  ASSERT_TRUE(trusted) << trusted.error();
+  EXPECT_EQ(trusted->plugin.diag_dir_trusted_groups, (std::vector<std::string>{"proj-ml", "cv_team"}));
+  EXPECT_TRUE(parse_config("plugin:\n  prefix: auto\n", "c")->plugin.diag_dir_trusted_groups.empty());
+  EXPECT_FALSE(parse_config("plugin:\n  diag_dir_trusted_groups: proj-ml\n", "c"));       // not a list
+  EXPECT_FALSE(parse_config("plugin:\n  diag_dir_trusted_groups: ['a b']\n", "c"));      // not a name
+  EXPECT_FALSE(parse_config("plugin:\n  diag_dir_trusted_groups: [\"a\\tb\"]\n", "c"));  // control character
 }
 
 TEST(Config, GpuP2pAndNcclSections) {

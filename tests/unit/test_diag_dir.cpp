@@ -127,15 +127,49 @@ TEST(DiagDir, AncestorsOthersCanRewriteAreRefused) {
   EXPECT_FALSE(distrust_ancestors(safe, 1000));
   std::vector<AncestorFacts> tmp = {{"/tmp", 0, S_IFDIR | 01777}, {"/", 0, S_IFDIR | 0755}};
   EXPECT_FALSE(distrust_ancestors(tmp, 1000));  // sticky: no one renames another's entry
-  std::vector<AncestorFacts> group = {{"/proj/ml", 0, S_IFDIR | 02770}, {"/proj", 0, S_IFDIR | 0755}};
-  EXPECT_EQ(*distrust_ancestors(group, 1000), "lies in /proj/ml, which others may write and which is not sticky "
-                                              "(mode 2770), so another user could replace it");
+  std::vector<AncestorFacts> group = {{"/proj/ml", 0, S_IFDIR | 02770, 4242, "proj-ml"}, {"/proj", 0, S_IFDIR | 0755}};
+  EXPECT_EQ(*distrust_ancestors(group, 1000), "lies in /proj/ml, which the members of group proj-ml may write and "
+                                              "which is not sticky (mode 2770), so another user could replace it");
   std::vector<AncestorFacts> theirs = {{"/shared/atk", 1001, S_IFDIR | 0755}, {"/shared", 0, S_IFDIR | 01777}};
   EXPECT_EQ(*distrust_ancestors(theirs, 1000),
             "lies in /shared/atk, which belongs to another user (uid 1001), who could replace it");
   // Even sticky, the owner of a dir may remove anything in it.
   std::vector<AncestorFacts> sticky_theirs = {{"/shared", 1001, S_IFDIR | 01777}};
   EXPECT_TRUE(distrust_ancestors(sticky_theirs, 1000));
+}
+
+// Issue 30: a project dir (2770) whose group the admin lists in
+// plugin.diag_dir_trusted_groups; only that group, and only its write bit, is trusted.
+TEST(DiagDir, AProjectDirOfAGroupTheAdminTrustsIsAccepted) {
+  std::vector<AncestorFacts> project = {{"/proj/ml", 0, S_IFDIR | 02770, 4242, "proj-ml"},
+                                        {"/proj", 0, S_IFDIR | 0755}, {"/", 0, S_IFDIR | 0755}};
+  EXPECT_FALSE(distrust_ancestors(project, 1000, {4242}));
+  EXPECT_TRUE(distrust_ancestors(project, 1000, {4243})) << "another group's trust does not carry over";
+  EXPECT_TRUE(distrust_ancestors(project, 1000)) << "no trust unless the admin says so";
+  // Everyone may write it: the group's trust does not cover the rest of the users.
+  std::vector<AncestorFacts> open = {{"/proj/ml", 0, S_IFDIR | 02777, 4242, "proj-ml"}};
+  EXPECT_EQ(*distrust_ancestors(open, 1000, {4242}),
+            "lies in /proj/ml, which others may write and which is not sticky (mode 2777), so another user could "
+            "replace it");
+  // Its owner (not root, not the user) may still do anything with it.
+  std::vector<AncestorFacts> owned = {{"/proj/ml", 1001, S_IFDIR | 02770, 4242, "proj-ml"}};
+  EXPECT_TRUE(distrust_ancestors(owned, 1000, {4242}));
+  // A group without a name is named by its number.
+  std::vector<AncestorFacts> nameless = {{"/proj/x", 0, S_IFDIR | 0770, 777, ""}};
+  EXPECT_NE(distrust_ancestors(nameless, 1000)->find("the members of group 777 may write"), std::string::npos);
+}
+
+TEST(DiagDir, ARefusedSharedDirSaysHowToChooseAnother) {
+  DiagDirProblem shared{DiagDirProblem::kSharedAncestor,
+                        "the diag dir /proj/ml/gpudiag-1.0 lies in /proj/ml, which the members of group proj-ml may "
+                        "write and which is not sticky (mode 2770), so another user could replace it"};
+  auto v = judge_diag_dir_problem(shared, false, true, false);
+  EXPECT_FALSE(v.fail_task);
+  EXPECT_EQ(v.message, "gpudiag: no NCCL log files and no hang report for this step: " + shared.why +
+                           ": pick a directory of your own outside it with --diag=dir=PATH (e.g. "
+                           "--diag=dir=$HOME/gpudiag), or ask your admin to trust the group with "
+                           "plugin.diag_dir_trusted_groups");
+  EXPECT_TRUE(judge_diag_dir_problem(shared, true, true, false).fail_task) << "a dir the user named must work";
 }
 
 TEST_F(DiagDirFs, AGroupWritableParentIsRefusedAndAResolvedPathIsUsed) {
@@ -145,10 +179,13 @@ TEST_F(DiagDirFs, AGroupWritableParentIsRefusedAndAResolvedPathIsUsed) {
   std::string dir = group + "/gpudiag-1.0";
   auto p = claim_diag_dir(dir, ::getuid());
   ASSERT_TRUE(p);
-  EXPECT_EQ(p->kind, DiagDirProblem::kNotYours);
-  EXPECT_NE(p->why.find("lies in " + group + ", which others may write and which is not sticky (mode 2770)"),
-            std::string::npos)
-      << p->why;
+  EXPECT_EQ(p->kind, DiagDirProblem::kSharedAncestor);
+  EXPECT_NE(p->why.find("lies in " + group + ", which the members of group "), std::string::npos) << p->why;
+  EXPECT_NE(p->why.find(" may write and which is not sticky (mode 2770)"), std::string::npos) << p->why;
+  // The admin trusts the dir's group: the same dir is claimed.
+  struct stat st;
+  ASSERT_EQ(::stat(group.c_str(), &st), 0);
+  EXPECT_FALSE(claim_diag_dir(dir, ::getuid(), {st.st_gid}));
   // A link on the way is resolved once: the step then uses the real path.
   std::string mine = root + "/mine";
   fs::create_directory(mine);

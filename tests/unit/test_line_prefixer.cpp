@@ -93,3 +93,59 @@ TEST(PrefixFormat, Placeholders) {
   EXPECT_EQ(expand_prefix_format("{host}/{local_rank}|{rank}", "n", 1, 0), "n/0|1");
   EXPECT_EQ(expand_prefix_format("{nope}{", "n", 1, 0), "{nope}{");
 }
+
+TEST(LinePrefixer, MaxOutputBoundsWhatAnyInputTagsInto) {
+  // Bare newlines are the worst case (a whole tagged line per byte); long lines, held
+  // partial lines and every mix must stay within the bound too (issue 30.3).
+  std::mt19937 rng(30);
+  for (std::size_t max_line : {80u, 1024u, 4096u}) {
+    for (const std::string& tag : {std::string(), std::string("[h:1]"), std::string(256, 't')}) {
+      LinePrefixer p(tag, max_line);
+      for (int round = 0; round < 400; ++round) {
+        std::string data(rng() % 3000, 'x');
+        const unsigned newline_every = rng() % 3 == 0 ? 1 : rng() % 2000 + 1;
+        for (auto& c : data)
+          if (rng() % newline_every == 0) c = '\n';
+        const std::size_t bound = p.max_output(data.size());
+        std::string out;
+        p.feed(data, out);
+        ASSERT_LE(p.held(), p.max_payload()) << "a partial line held past one piece";
+        LinePrefixer copy = p;
+        copy.finish(out);
+        ASSERT_LE(out.size(), bound) << "max_line " << max_line << ", tag " << tag.size() << ", round " << round;
+      }
+    }
+  }
+}
+
+TEST(LinePrefixer, InputForIsTheMostThatFitsABudget) {
+  for (const std::string& tag : {std::string(), std::string("[h:1]"), std::string(256, 't')}) {
+    LinePrefixer p(tag);
+    std::string out;
+    p.feed("partial", out);
+    for (std::size_t budget : {0u, 100u, 1000u, 65536u}) {
+      const std::size_t n = p.input_for(budget);
+      if (n > 0) {
+        EXPECT_LE(p.max_output(n), budget);
+      }
+      EXPECT_GT(p.max_output(n + 1), budget);
+    }
+    // The worst case meets the bound exactly: every byte a newline.
+    const std::size_t n = p.input_for(65536);
+    out.clear();
+    LinePrefixer copy = p;
+    copy.feed(std::string(n, '\n'), out);
+    copy.finish(out);
+    EXPECT_LE(out.size(), 65536u);
+    EXPECT_GT(out.size(), 65536u - 3 * (tag.size() + 2)) << "the bound is far from what the worst input makes";
+  }
+}
+
+TEST(RelayReadLimit, OneRuleForBothRelays) {
+  LinePrefixer p("[node7:31]");
+  EXPECT_EQ(relay_read_limit(p, false, 1 << 30), kRelayStreamBudget) << "untagged: the stream's budget";
+  EXPECT_EQ(relay_read_limit(p, false, 100), 100u) << "or the room left, if less";
+  EXPECT_EQ(relay_read_limit(p, true, 1 << 30), p.input_for(kRelayStreamBudget));
+  EXPECT_EQ(relay_read_limit(p, true, 0), 0u);
+  EXPECT_GT(relay_read_limit(p, true, kRelayStreamBudget), 4000u) << "reads stay large enough to be cheap";
+}

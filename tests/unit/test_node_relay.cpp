@@ -148,6 +148,11 @@ TEST(HandoffWire, RefusesAnythingElse) {
   EXPECT_FALSE(encode_handoff(odd));
   odd.max_line = 2u << 20;
   EXPECT_FALSE(encode_handoff(odd));
+  // A held line stays small beside a stream's budget (issue 30.3).
+  odd.max_line = kMaxHandoffLine + 1;
+  EXPECT_FALSE(encode_handoff(odd));
+  odd.max_line = kMaxHandoffLine;
+  EXPECT_TRUE(encode_handoff(odd));
   odd = h;
   odd.tag.assign(kMaxHandoffTag + 1, 'x');
   EXPECT_FALSE(encode_handoff(odd));
@@ -388,4 +393,122 @@ TEST(NodeRelay, AHandoffTheThreadCannotTakeFailsInTheTaskInsteadOfLosingTheOutpu
   ASSERT_TRUE(read_to_eof(t, 10));
   EXPECT_EQ(t.out, "refused\n") << "the task believed the thread took streams that it dropped";
   relay.stop();
+}
+
+namespace {
+
+long rss_kb() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  long kb = 0;
+  char line[256];
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %ld", &kb) == 1) break;
+  if (f) std::fclose(f);
+  return kb;
+}
+
+// Issue 30.3 in a task: both pipes enlarged to 1 MiB and filled with bare newlines (each
+// a whole tagged line, 7 bytes for 1), then the program exits.
+const char kFloodNewlines[] =
+    "exec /usr/bin/python3 -c 'import fcntl\n"
+    "for fd in (1, 2):\n"
+    "    fcntl.fcntl(fd, 1031, 1 << 20)\n"  // F_SETPIPE_SZ
+    "    assert fcntl.fcntl(fd, 1032) == 1 << 20\n"
+    "for fd in (1, 2):\n"
+    "    b = memoryview(bytes([10]) * (1 << 20))\n"
+    "    while b:\n"
+    "        b = b[__import__(\"os\").write(fd, b):]\n"
+    "'";
+
+// Reads every task's pipes together until each reached EOF, at most max_s.
+bool read_all_to_eof(std::vector<Task>& tasks, double max_s) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<char> buf(1 << 16);
+  for (;;) {
+    std::vector<pollfd> p;
+    std::vector<std::pair<int*, std::string*>> to;
+    for (Task& t : tasks)
+      for (auto [fd, text] : {std::pair{&t.out_r, &t.out}, std::pair{&t.err_r, &t.err}})
+        if (*fd >= 0) {
+          p.push_back({*fd, POLLIN, 0});
+          to.emplace_back(fd, text);
+        }
+    if (p.empty()) return true;
+    if (since(start) > max_s) return false;
+    if (::poll(p.data(), p.size(), 100) <= 0) continue;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (!p[i].revents) continue;
+      const ssize_t n = ::read(*to[i].first, buf.data(), buf.size());
+      if (n > 0) {
+        to[i].second->append(buf.data(), static_cast<std::size_t>(n));
+      } else {
+        ::close(*to[i].first);
+        *to[i].first = -1;
+      }
+    }
+  }
+}
+
+// Starts `tasks` flooding tasks while the test (srun) reads nothing, and waits until
+// every program has exited and the thread has passed its drain limit.
+std::vector<Task> flood_while_srun_reads_nothing(NodeRelay& relay, int tasks) {
+  std::vector<Task> all;
+  for (int i = 0; i < tasks; ++i) all.push_back(start_task(relay, i, kFloodNewlines, plan_for(i)));
+  for (int i = 0; i < tasks; ++i) {
+    int status = 0;
+    EXPECT_TRUE(exited_within(all[i], 60, status)) << "task " << i << " blocked: its pipe holds less than 1 MiB";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "task " << i;
+    relay.task_exited(i);
+  }
+  ::usleep(1000 * 1000);  // far past the drain limit's quiet time (0.2 s)
+  return all;
+}
+
+}  // namespace
+
+TEST(NodeRelay, HoldsNoMoreThanItsBudgetsWhateverThePipesHold) {
+  // 12 tasks, 24 streams of 1 MiB bare newlines each: tagged, 7 MiB per stream, 168 MiB
+  // in all. The thread once read each pipe whole at the drain limit; now the step holds
+  // at most kRelayStepBudget (fewer streams than 16 would hold 64 KiB each), and every
+  // byte still arrives once srun reads.
+  constexpr int kTasks = 12;
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start(kTasks));
+  const long before = rss_kb();
+  std::vector<Task> tasks = flood_while_srun_reads_nothing(relay, kTasks);
+  const long grown = rss_kb() - before;
+  EXPECT_LE(relay.peak_held(), kRelayStepBudget);
+  EXPECT_GT(relay.peak_held(), kRelayStepBudget / 2) << "the test no longer fills the step's budget";
+  EXPECT_LT(grown, 8 * 1024) << "the relay thread grew the process by " << grown << " kB";
+  // slurmstepd reads every task's pipes, as srun takes the output.
+  ASSERT_TRUE(read_all_to_eof(tasks, 120));
+  const std::string want(1 << 20, '\n');
+  for (int i = 0; i < kTasks; ++i) {
+    const std::string tag = "[h:" + std::to_string(i) + "]";
+    EXPECT_TRUE(strip_prefixes(tasks[i].out, tag) == want) << "task " << i << ": stdout lost bytes";
+    EXPECT_TRUE(strip_prefixes(tasks[i].err, tag) == want) << "task " << i << ": stderr lost bytes";
+  }
+  relay.stop();
+  EXPECT_LE(relay.peak_held(), kRelayStepBudget);
+}
+
+TEST(NodeRelay, TheFinalDrainKeepsTheBudgetsAndDoesNotWait) {
+  // srun never reads again: stop() relays what Slurm's pipes take at once, within the
+  // budgets, and drops the rest (slurmstepd stopped waiting for the output by then).
+  constexpr int kTasks = 4;
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start(kTasks));
+  std::vector<Task> tasks = flood_while_srun_reads_nothing(relay, kTasks);
+  const auto start = std::chrono::steady_clock::now();
+  relay.stop();
+  EXPECT_LT(since(start), 3.0);
+  EXPECT_LE(relay.peak_held(), kTasks * 2 * kRelayStreamBudget);
+  for (int i = 0; i < kTasks; ++i) {
+    ASSERT_TRUE(read_to_eof(tasks[i], 10)) << "stop left Slurm's side open";
+    // What arrived is a prefix of the tagged stream: nothing torn or out of order.
+    const std::string line = "[h:" + std::to_string(i) + "] \n";
+    for (std::size_t at = 0; at < tasks[i].out.size(); at += line.size())
+      ASSERT_EQ(tasks[i].out.compare(at, line.size(), line, 0, std::min(line.size(), tasks[i].out.size() - at)), 0)
+          << "task " << i << " at byte " << at;
+  }
 }

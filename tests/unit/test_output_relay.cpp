@@ -183,6 +183,47 @@ TEST(OutputRelay, LosesNoByteUnderLoad) {
   EXPECT_EQ(strip_prefixes(r.out, "[h:5]"), expected + std::string(1048576, 'x'));
 }
 
+namespace {
+
+long g_hwm_grown_kb = -1;
+
+long hwm_kb(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+long written(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/io");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("wchar:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+}  // namespace
+
+TEST(OutputRelay, HoldsNoMoreThanItsBudgetWhateverOneReadTagsInto) {
+  // Issue 30.3 in a watched step's relay: 64 KiB of bare newlines in one write, and a
+  // long tag (an admin's prefix_format may expand to a few hundred bytes). Tagged, one
+  // read of it is 13 MB; the relay reads no more than fits kRelayStreamBudget.
+  const std::string tag = "[" + std::string(200, 'h') + ":0]";
+  g_hwm_grown_kb = -1;
+  auto r = run_relayed("sleep 0.3; /usr/bin/python3 -c 'import os; os.write(1, bytes([10]) * 65536)'; sleep 1",
+                       both(tag), [](pid_t relay) {
+                         const long before = hwm_kb(relay);
+                         // Until the relay wrote every tagged line (the program then sleeps).
+                         const long want = 65536L * 206;
+                         for (int i = 0; i < 2000 && written(relay) < want; ++i) ::usleep(10 * 1000);
+                         g_hwm_grown_kb = hwm_kb(relay) - before;
+                       });
+  EXPECT_EQ(strip_prefixes(r.out, tag), std::string(65536, '\n'));
+  ASSERT_GE(g_hwm_grown_kb, 0);
+  EXPECT_LT(g_hwm_grown_kb, 1024) << "the relay's peak memory grew by " << g_hwm_grown_kb << " kB";
+}
+
 TEST(OutputRelay, DoesNotWaitForeverForAGrandchildHoldingThePipe) {
   // The program exits while a background child keeps stdout open for 20 s.
   auto start = ::time(nullptr);
