@@ -3,11 +3,11 @@
 // a running job, what the hang watchdog writes: each process's tree, state, wchan and
 // stacks. It runs one task per node inside the job (srun --overlap --jobid), so no
 // ssh and no privileges are needed; there each task runs `gpudiag stacks --local`,
-// which takes the job's processes from Slurm (scontrol listpids).
+// which takes the job's processes from Slurm (scontrol listpids). Every node's ranks are
+// merged into classes (stacks/verdict), printed before the nodes' reports.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -21,6 +21,10 @@
 #include "stacks/job_nodes.h"
 #include "stacks/job_owner.h"
 #include "stacks/step_processes.h"
+#include "stacks/verdict/hang_verdict.h"
+#include "stacks/verdict/stack_classes.h"
+#include "stacks/verdict/step_reports.h"
+#include "util/run_command.h"
 
 extern char** environ;
 
@@ -32,6 +36,7 @@ std::string self_path(const char* argv0) {
 }
 
 constexpr double kSlurmTimeout = 10;
+constexpr std::size_t kMaxOutput = 256u << 20;  // every node's report, kept for the classes
 
 int local_report(const gpudiag::StepId& id, double timeout) {
   const char* own = std::getenv("SLURM_STEP_ID");
@@ -54,6 +59,27 @@ int local_report(const gpudiag::StepId& id, double timeout) {
   std::cout << gpudiag::stack_report("gpudiag stacks: job " + what + " on " + gpudiag::short_hostname() + ", " +
                                          std::to_string(roots.size()) + " task(s)",
                                      roots, gpudiag::find_stack_tools(), timeout);
+  return 0;
+}
+
+// Every node's hang report in a diag dir, merged: what srun printed at the step's end,
+// then the classes in full. Exit 0 with a verdict, 1 when no report was there.
+int hang_command(const std::string& dir) {
+  auto reports = gpudiag::read_step_reports(dir, ::getuid());
+  for (const auto& p : reports.problems) std::cerr << "gpudiag hang: skipped " << p << "\n";
+  if (reports.nodes == 0) {
+    std::cerr << "gpudiag hang: no hang report (hang.<node>.txt) in " << gpudiag::escape_control(dir) << "\n";
+    return 1;
+  }
+  const std::size_t nodes = static_cast<std::size_t>(reports.nodes);
+  gpudiag::VerdictInputs in;
+  in.nodes_reported = reports.nodes;
+  in.diag_dir = dir;
+  in.classes = gpudiag::stack_classes(std::move(reports.ranks));
+  std::string out;
+  for (const auto& line : gpudiag::hang_verdict(in)) out += line;
+  out += "\n" + std::to_string(nodes) + " node(s): " + gpudiag::classes_text(in.classes);
+  std::cout << gpudiag::escape_control(out, true);
   return 0;
 }
 
@@ -84,6 +110,9 @@ int main(int argc, char** argv) {
   stacks->add_option("job", job, "JOBID or JOBID.STEPID")->required();
   stacks->add_flag("--local", local, "only this node (what each node runs)");
   stacks->add_option("--tool-timeout", timeout, "seconds for each py-spy/eu-stack/gdb call")->check(CLI::Range(1.0, 600.0));
+  auto* hang = app.add_subcommand("hang", "the hang verdict and stack classes of a step, from its diag dir's hang reports");
+  std::string hang_dir;
+  hang->add_option("dir", hang_dir, "the step's diag dir (gpudiag-JOB.STEP)")->required();
   gpudiag::NcclLogCommand nccl_log;
   auto* nccl_log_cmd = gpudiag::add_nccl_log_command(app, nccl_log);
   try {
@@ -99,6 +128,7 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
+  if (hang->parsed()) return hang_command(hang_dir);
   auto id = gpudiag::parse_step_id(job);
   if (!id) {
     std::cerr << id.error() << "\n";
@@ -132,10 +162,18 @@ int main(int argc, char** argv) {
                                    "--ntasks-per-node=1",
                                    "--gres=none", "--mem=0", "--chdir=/", "--quiet", self, "stacks", "--local",
                                    "--tool-timeout=" + std::to_string(static_cast<int>(timeout)), job};
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  ::execvp("srun", cargs.data());
-  std::cerr << "gpudiag: cannot run srun: " << std::strerror(errno) << ": is Slurm's client installed and on PATH?\n";
-  return 3;
+  // srun's output is kept whole (bounded) so that the step's classes can open it.
+  const double srun_timeout = timeout + 120;
+  gpudiag::CommandResult r = gpudiag::run_command(args, srun_timeout, kMaxOutput);
+  if (!r.started) {
+    std::cerr << "gpudiag: cannot run srun: " << r.error << ": is Slurm's client installed and on PATH?\n";
+    return 3;
+  }
+  auto ranks = gpudiag::rank_stacks_in_output(r.out, gpudiag::kMaxStepRanks);
+  if (!ranks.empty()) std::cout << "gpudiag stacks: job " << job << ": " << gpudiag::classes_text(gpudiag::stack_classes(std::move(ranks))) << "\n";
+  std::cout << r.out << std::flush;
+  std::cerr << r.err;
+  if (r.ok()) return 0;
+  if (r.timed_out || r.signal) std::cerr << gpudiag::describe_failure("srun", r, srun_timeout) << "\n";
+  return r.exit_code > 0 ? r.exit_code : 3;
 }

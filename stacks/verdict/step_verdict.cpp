@@ -1,0 +1,30 @@
+#include "stacks/verdict/step_verdict.h"
+
+#include "stacks/verdict/hang_verdict.h"
+#include "stacks/verdict/stack_classes.h"
+#include "stacks/verdict/step_reports.h"
+#include "util/control_bytes.h"
+
+namespace gpudiag {
+
+std::string hang_step_verdict(const std::string& diag_dir, uid_t owner) {
+  try {
+    StepReports reports = read_step_reports(diag_dir, owner);
+    VerdictInputs in;
+    in.nodes_reported = reports.nodes;
+    in.diag_dir = diag_dir;
+    in.classes = stack_classes(std::move(reports.ranks));
+    if (!reports.problems.empty())
+      in.findings.push_back("gpudiag: hang reports skipped: " + reports.problems.front() +
+                            (reports.problems.size() > 1 ? " (+" + std::to_string(reports.problems.size() - 1) + " more)"
+                                                         : std::string()));
+    std::string out;
+    for (const auto& line : hang_verdict(in)) out += line;
+    // Frames are any process's bytes: they must not drive srun's terminal.
+    return escape_control(out, true);
+  } catch (...) {
+    return "gpudiag: hang verdict: internal error; the hang reports are in " + escape_control(diag_dir) + "\n";
+  }
+}
+
+}  // namespace gpudiag
