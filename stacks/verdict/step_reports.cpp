@@ -35,7 +35,14 @@ StepReports read_step_reports(const std::string& dir, uid_t uid) {
     if (!hang_report_node(e->d_name).empty() && names.size() < kMaxReports) names.emplace_back(e->d_name);
   std::sort(names.begin(), names.end());
   std::string buf;
+  std::size_t total = 0;
   for (const auto& name : names) {
+    if (total >= kMaxStepBytes || out.ranks.size() >= kMaxStepRanks) {
+      out.problems.push_back(escape_control(name) + " and the reports after it: not read, the merge's limit (" +
+                             std::to_string(kMaxStepBytes >> 20) + " MiB, " + std::to_string(kMaxStepRanks) +
+                             " ranks) was reached");
+      break;
+    }
     int fd = ::openat(::dirfd(d), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != uid) {
@@ -44,7 +51,8 @@ StepReports read_step_reports(const std::string& dir, uid_t uid) {
       if (fd >= 0) ::close(fd);
       continue;
     }
-    buf.assign(std::min<std::size_t>(static_cast<std::size_t>(st.st_size), kMaxReportBytes), '\0');
+    buf.assign(std::min<std::size_t>({static_cast<std::size_t>(st.st_size), kMaxReportBytes, kMaxStepBytes - total}),
+               '\0');
     std::size_t got = 0;
     while (got < buf.size()) {
       ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
@@ -54,6 +62,7 @@ StepReports read_step_reports(const std::string& dir, uid_t uid) {
     }
     ::close(fd);
     buf.resize(got);
+    total += got;
     ++out.nodes;
     auto ranks = rank_stacks_in_report(buf, kMaxStepRanks - out.ranks.size());
     for (auto& r : ranks) out.ranks.push_back(std::move(r));

@@ -13,10 +13,12 @@
 
 namespace gpudiag {
 
-// Bounds: a tampered or huge diag dir cannot make srun read without end.
-constexpr std::size_t kMaxReportBytes = 64u << 20;  // per node's report
-constexpr std::size_t kMaxReports = 16384;          // nodes
-constexpr std::size_t kMaxStepRanks = 1u << 20;
+// Bounds: a tampered or huge diag dir cannot make srun read or keep without end. A real
+// node's report is tens of KiB (bench/stack_merge.py: 4,096 ranks in 24 MiB of reports).
+constexpr std::size_t kMaxReportBytes = 16u << 20;   // per node's report
+constexpr std::size_t kMaxStepBytes = 512u << 20;    // all reports together
+constexpr std::size_t kMaxReports = 16384;           // nodes
+constexpr std::size_t kMaxStepRanks = 65536;         // at most kMaxRankLineBytes each
 
 // Pure: the node a hang report's file name stands for ("hang.n2.txt", "hang.n2.x1y2z3.txt"
 // -> "n2"); "" for any other name. The one rule for those names.
