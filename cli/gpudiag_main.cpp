@@ -21,9 +21,9 @@
 #include "stacks/job_nodes.h"
 #include "stacks/job_owner.h"
 #include "stacks/step_processes.h"
-#include "stacks/verdict/hang_verdict.h"
 #include "stacks/verdict/stack_classes.h"
 #include "stacks/verdict/step_reports.h"
+#include "stacks/verdict/step_verdict.h"
 #include "util/run_command.h"
 
 extern char** environ;
@@ -65,20 +65,14 @@ int local_report(const gpudiag::StepId& id, double timeout) {
 // Every node's hang report in a diag dir, merged: what srun printed at the step's end,
 // then the classes in full. Exit 0 with a verdict, 1 when no report was there.
 int hang_command(const std::string& dir) {
-  auto reports = gpudiag::read_step_reports(dir, ::getuid());
-  for (const auto& p : reports.problems) std::cerr << "gpudiag hang: skipped " << p << "\n";
-  if (reports.nodes == 0) {
+  gpudiag::VerdictInputs in = gpudiag::gather_verdict_inputs(dir, ::getuid());
+  if (in.nodes_reported == 0) {
     std::cerr << "gpudiag hang: no hang report (hang.<node>.txt) in " << gpudiag::escape_control(dir) << "\n";
     return 1;
   }
-  const std::size_t nodes = static_cast<std::size_t>(reports.nodes);
-  gpudiag::VerdictInputs in;
-  in.nodes_reported = reports.nodes;
-  in.diag_dir = dir;
-  in.classes = gpudiag::stack_classes(std::move(reports.ranks));
   std::string out;
   for (const auto& line : gpudiag::hang_verdict(in)) out += line;
-  out += "\n" + std::to_string(nodes) + " node(s): " + gpudiag::classes_text(in.classes);
+  out += "\n" + std::to_string(in.nodes_reported) + " node(s): " + gpudiag::classes_text(in.classes);
   std::cout << gpudiag::escape_control(out, true);
   return 0;
 }

@@ -265,6 +265,8 @@ class MultiNodePlugin(unittest.TestCase):
         tail = r.stderr[r.stderr.index(verdict[0]):].splitlines()
         self.assertLessEqual(len([line for line in tail if line.startswith("gpudiag: ") and "NCCL" not in line]), 5)
         self.assertIn("gpudiag: stack classes and every rank's stacks: ", r.stderr)
+        # torch 1.13 with gloo has no flight recorder: the verdict says so (issue 31.4).
+        self.assertIn("gpudiag: flight recorder: no dump (", r.stderr)
         # Each node's report opens with its own classes and ends with its ranks' lines.
         for host, path in reports.items():
             with open(path) as f:
@@ -307,6 +309,10 @@ class MultiNodePlugin(unittest.TestCase):
                                               .stdout.splitlines()) >= 2, f"step {step} on {node}", timeout=60)
         time.sleep(0.5)  # listpids shows the task before it has exec'd python
         out = self.cluster.run([GPUDIAG, "stacks", job], cwd=self.tmp, timeout=120)
+        # Issue 31.2: every node's ranks merged, before the nodes' reports: all three sleep alike.
+        self.assertTrue(out.stdout.startswith(f"gpudiag stacks: job {job}: stack classes: 3 rank(s) in 1 class(es)"),
+                        out.stdout[:2000])
+        self.assertIn("  3 rank(s) [n1:0,n2:1,n3:2] native\n", out.stdout)
         # The stacks step has a task per node, so the relay tags its lines [node:rank]:
         # each node's lines, read apart, are one whole section for that node.
         sections = {}
