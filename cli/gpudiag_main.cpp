@@ -51,7 +51,10 @@ int local_report(const gpudiag::StepId& id, double timeout) {
   }
   auto tasks = gpudiag::step_task_roots(*listed, gpudiag::snapshot_processes(), id, skip);
   std::vector<gpudiag::TaskRoot> roots;
-  for (const auto& t : tasks) roots.push_back({t.rank, t.pid});
+  // Only a numbered step's tasks are ranks of the step's merge: the batch script (task 0
+  // of the batch step) is no rank of the training.
+  for (const auto& t : tasks)
+    roots.push_back({!t.step.empty() && t.step.find_first_not_of("0123456789") == std::string::npos ? t.rank : -1, t.pid});
   if (roots.empty()) {
     std::cout << "gpudiag stacks: " << gpudiag::short_hostname() << ": no processes of job " << what << " on this node\n";
     return 0;

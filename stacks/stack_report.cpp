@@ -278,11 +278,11 @@ std::string stack_report(const std::string& header, const std::vector<TaskRoot>&
     }
     rank.rank = task.rank;
     rank.node = node;
-    ranks.push_back(std::move(rank));
+    if (task.rank >= 0) ranks.push_back(std::move(rank));  // a task that is no rank is not merged
   }
   // The report opens with where the node's ranks are, merged (issue 31.2); srun merges
   // every node's from the lines at its end.
-  o << "\n" << classes_text(stack_classes(ranks));
+  if (!ranks.empty()) o << "\n" << classes_text(stack_classes(ranks));
   o << body.str();
   if (skipped)
     o << "\n" << skipped << " of " << work->pids.size() << " process(es) skipped at the report's deadline of "

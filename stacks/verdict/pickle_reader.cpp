@@ -6,8 +6,8 @@ namespace gpudiag {
 
 const PickleValue* PickleValue::get(std::string_view key) const {
   if (kind != Kind::dict) return nullptr;
-  for (const auto& [k, v] : pairs)
-    if (k.kind == Kind::text && k.s == key) return &v;
+  for (std::size_t n = 0; n < keys.size() && n < values.size(); ++n)
+    if (keys[n].kind == Kind::text && keys[n].s == key) return &values[n];
   return nullptr;
 }
 
@@ -47,8 +47,10 @@ struct Machine {
     if (++values > kMaxPickleValues) return fail("too many values");
     for (const auto& x : v.items)
       if (!count(x, depth + 1)) return false;
-    for (const auto& [a, b] : v.pairs)
-      if (!count(a, depth + 1) || !count(b, depth + 1)) return false;
+    for (const auto& x : v.keys)
+      if (!count(x, depth + 1)) return false;
+    for (const auto& x : v.values)
+      if (!count(x, depth + 1)) return false;
     return true;
   }
   bool push(PickleValue v) {
@@ -194,13 +196,16 @@ struct Machine {
         }
         case 's':  // SETITEM
           if (!pop(v) || !pop(key) || !top_is(K::dict)) return false;
-          stack.back().pairs.emplace_back(std::move(key), std::move(v));
+          stack.back().keys.push_back(std::move(key));
+          stack.back().values.push_back(std::move(v));
           break;
         case 'u': {  // SETITEMS
           std::vector<PickleValue> xs;
           if (!since_mark(xs) || xs.size() % 2 || !top_is(K::dict)) return false;
-          for (std::size_t k = 0; k < xs.size(); k += 2)
-            stack.back().pairs.emplace_back(std::move(xs[k]), std::move(xs[k + 1]));
+          for (std::size_t k = 0; k < xs.size(); k += 2) {
+            stack.back().keys.push_back(std::move(xs[k]));
+            stack.back().values.push_back(std::move(xs[k + 1]));
+          }
           break;
         }
         case 't': {  // TUPLE

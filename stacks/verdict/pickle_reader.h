@@ -11,7 +11,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace gpudiag {
@@ -23,7 +22,7 @@ struct PickleValue {
   double d = 0;
   std::string s;       // text; global: "module.name"
   std::vector<PickleValue> items;                          // list, tuple
-  std::vector<std::pair<PickleValue, PickleValue>> pairs;  // dict
+  std::vector<PickleValue> keys, values;  // dict, in order (vector, not pair: PickleValue is incomplete here)
 
   // The dict's value under a text key, or nullptr.
   const PickleValue* get(std::string_view key) const;
