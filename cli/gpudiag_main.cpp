@@ -3,15 +3,21 @@
 // a running job, what the hang watchdog writes: each process's tree, state, wchan and
 // stacks. It runs one task per node inside the job (srun --overlap --jobid), so no
 // ssh and no privileges are needed; there each task runs `gpudiag stacks --local`,
-// which takes the job's processes from Slurm (scontrol listpids). Every node's ranks are
-// merged into classes (stacks/verdict), printed before the nodes' reports.
+// which takes the job's processes from Slurm (scontrol listpids). srun runs as a child
+// that holds none of our terminal or files (util/spawn_child.h); this process copies its
+// output, control bytes escaped (util/attached_child.h), and merges every node's ranks
+// into classes (stacks/verdict), printed after the nodes' reports.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/nccl_log_command.h"
@@ -24,7 +30,7 @@
 #include "stacks/verdict/stack_classes.h"
 #include "stacks/verdict/step_reports.h"
 #include "stacks/verdict/step_verdict.h"
-#include "util/run_command.h"
+#include "util/attached_child.h"
 
 extern char** environ;
 
@@ -36,7 +42,6 @@ std::string self_path(const char* argv0) {
 }
 
 constexpr double kSlurmTimeout = 10;
-constexpr std::size_t kMaxOutput = 256u << 20;  // every node's report, kept for the classes
 
 int local_report(const gpudiag::StepId& id, double timeout) {
   const char* own = std::getenv("SLURM_STEP_ID");
@@ -65,6 +70,38 @@ int local_report(const gpudiag::StepId& id, double timeout) {
   return 0;
 }
 
+// Copies what srun printed (already escaped by run_attached) to our stdout as it comes,
+// and keeps the rank lines of the nodes' reports: one line at a time, at most
+// kMaxRankLineBytes plus a relay tag, at most kMaxStepRanks ranks.
+void copy_and_collect(int in, std::vector<gpudiag::RankStack>& ranks) {
+  char buf[65536];
+  std::string line;
+  bool too_long = false;
+  for (;;) {
+    ssize_t n = ::read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    std::size_t off = 0;
+    while (off < static_cast<std::size_t>(n)) {
+      ssize_t w = ::write(STDOUT_FILENO, buf + off, static_cast<std::size_t>(n) - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      off += static_cast<std::size_t>(w);
+    }
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] != '\n') {
+        if (line.size() < gpudiag::kMaxRankLineBytes + 256) line.push_back(buf[i]);
+        else too_long = true;
+        continue;
+      }
+      if (!too_long && ranks.size() < gpudiag::kMaxStepRanks)
+        for (auto& r : gpudiag::rank_stacks_in_output(line, 1)) ranks.push_back(std::move(r));
+      line.clear();
+      too_long = false;
+    }
+  }
+}
+
 // Every node's hang report in a diag dir, merged: what srun printed at the step's end,
 // then the classes in full. Exit 0 with a verdict, 1 when no report was there.
 int hang_command(const std::string& dir) {
@@ -83,6 +120,12 @@ int hang_command(const std::string& dir) {
 // Variables from a job's environment (SLURM_NTASKS, SLURM_MEM_PER_CPU, SLURM_GPUS_PER_TASK,
 // ...) are srun options in disguise: inside an allocation they would make the stacks step
 // ask for the job's tasks, memory and GPUs, and be refused or wait behind the job.
+std::vector<std::string> environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
 void drop_slurm_inputs() {
   std::vector<std::string> names;
   for (char** e = environ; *e; ++e) {
@@ -133,6 +176,8 @@ int main(int argc, char** argv) {
   }
   if (local) return local_report(*id, timeout);
   std::string self = self_path(argv[0]);
+  // Root runs srun as the job's owner, and that srun gets nothing of root's (issue 30).
+  std::optional<gpudiag::ChildUser> owner_side;
   if (::geteuid() == 0) {
     auto owner = gpudiag::job_owner(id->job, kSlurmTimeout);
     if (!owner) {
@@ -140,11 +185,12 @@ int main(int argc, char** argv) {
       return 3;
     }
     if (*owner != 0) {
-      auto became = gpudiag::become_user(*owner);
-      if (!became) {
-        std::cerr << became.error() << ": run gpudiag stacks as the job's owner instead\n";
+      auto creds = gpudiag::owner_credentials(*owner, environment());
+      if (!creds) {
+        std::cerr << creds.error() << ": run gpudiag stacks as the job's owner instead\n";
         return 3;
       }
+      owner_side = *creds;
     }
   }
   drop_slurm_inputs();
@@ -159,18 +205,35 @@ int main(int argc, char** argv) {
                                    "--ntasks-per-node=1",
                                    "--gres=none", "--mem=0", "--chdir=/", "--quiet", self, "stacks", "--local",
                                    "--tool-timeout=" + std::to_string(static_cast<int>(timeout)), job};
-  // srun's output is kept whole (bounded) so that the step's classes can open it.
-  const double srun_timeout = timeout + 120;
-  gpudiag::CommandResult r = gpudiag::run_command(args, srun_timeout, kMaxOutput);
-  if (!r.started) {
-    std::cerr << "gpudiag: cannot run srun: " << r.error << ": is Slurm's client installed and on PATH?\n";
+  std::cout.flush();
+  // srun's output passes through a pipe that a thread copies to ours as it comes and scans
+  // for the nodes' rank lines (stacks/verdict/rank_stack.h): the classes follow the reports.
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    std::cerr << "gpudiag: cannot make a pipe: " << std::strerror(errno) << "\n";
     return 3;
   }
-  auto ranks = gpudiag::rank_stacks_in_output(r.out, gpudiag::kMaxStepRanks);
-  if (!ranks.empty()) std::cout << "gpudiag stacks: job " << job << ": " << gpudiag::classes_text(gpudiag::stack_classes(std::move(ranks))) << "\n";
-  std::cout << r.out << std::flush;
-  std::cerr << r.err;
-  if (r.ok()) return 0;
-  if (r.timed_out || r.signal) std::cerr << gpudiag::describe_failure("srun", r, srun_timeout) << "\n";
-  return r.exit_code > 0 ? r.exit_code : 3;
+  std::vector<gpudiag::RankStack> ranks;
+  std::thread scanner([&ranks, in = pipe_fds[0]] { copy_and_collect(in, ranks); });
+  auto ran = gpudiag::run_attached(args, owner_side ? &*owner_side : nullptr, pipe_fds[1], STDERR_FILENO);
+  ::close(pipe_fds[1]);
+  scanner.join();
+  ::close(pipe_fds[0]);
+  if (!ranks.empty())
+    std::cout << "\ngpudiag stacks: job " << job << ": " << gpudiag::classes_text(gpudiag::stack_classes(std::move(ranks)))
+              << std::flush;
+  if (!ran.started) {
+    // spawn_child names the step that failed: the exec (srun not found) or the switch.
+    const bool exec = ran.error.rfind("exec:", 0) == 0 || ran.error.rfind("srun:", 0) == 0;
+    std::cerr << "gpudiag: cannot run srun"
+              << (owner_side ? " as the job's owner (uid " + std::to_string(owner_side->uid) + ")" : std::string())
+              << ": " << ran.error
+              << (exec ? ": is Slurm's client installed and on PATH?\n" : ": run gpudiag stacks as the job's owner instead\n");
+    return 3;
+  }
+  if (ran.signal) {
+    std::cerr << "gpudiag: srun was ended by signal " << ran.signal << " (" << strsignal(ran.signal) << ")\n";
+    return 128 + ran.signal;
+  }
+  return ran.exit_code;
 }

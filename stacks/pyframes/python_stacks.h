@@ -3,7 +3,7 @@
 // (process_vm_readv, else /proc/PID/mem) without stopping it, without its cooperation
 // and without a core dump: py-spy is not a Debian package, and a hung rank blocked in
 // C (a gloo or NCCL wait) never reaches the interpreter, so nothing that runs inside
-// the target can answer. ARCHITECTURE §6 (stacks) says how the walk finds its way.
+// the target can answer. ARCHITECTURE §5a says how the walk finds its way.
 //
 // Everything read from the target is untrusted: every read is bounded, every chain is
 // capped and checked for cycles, and a process that exits mid-read, an unknown Python,
@@ -25,6 +25,7 @@ struct PyThread {
   long tid;        // the kernel's thread id (PyThreadState.native_thread_id); 0: unknown
   bool holds_gil;
   std::vector<PyFrame> frames;  // innermost first
+  std::string note;             // non-empty when `frames` is incomplete: why (cut at the cap, unreadable memory)
 };
 
 struct PyStacks {
