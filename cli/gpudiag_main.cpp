@@ -5,7 +5,9 @@
 // ssh and no privileges are needed; there each task runs `gpudiag stacks --local`,
 // which takes the job's processes from Slurm (scontrol listpids). srun runs as a child
 // that holds none of our terminal or files (util/spawn_child.h); this process copies its
-// output, control bytes escaped (util/attached_child.h).
+// output, control bytes escaped (util/attached_child.h), and merges every node's ranks
+// into classes (stacks/verdict), printed after the nodes' reports.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +17,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/nccl_log_command.h"
@@ -24,6 +27,9 @@
 #include "stacks/job_nodes.h"
 #include "stacks/job_owner.h"
 #include "stacks/step_processes.h"
+#include "stacks/verdict/stack_classes.h"
+#include "stacks/verdict/step_reports.h"
+#include "stacks/verdict/step_verdict.h"
 #include "util/attached_child.h"
 
 extern char** environ;
@@ -50,7 +56,10 @@ int local_report(const gpudiag::StepId& id, double timeout) {
   }
   auto tasks = gpudiag::step_task_roots(*listed, gpudiag::snapshot_processes(), id, skip);
   std::vector<gpudiag::TaskRoot> roots;
-  for (const auto& t : tasks) roots.push_back({t.rank, t.pid});
+  // Only a numbered step's tasks are ranks of the step's merge: the batch script (task 0
+  // of the batch step) is no rank of the training.
+  for (const auto& t : tasks)
+    roots.push_back({!t.step.empty() && t.step.find_first_not_of("0123456789") == std::string::npos ? t.rank : -1, t.pid});
   if (roots.empty()) {
     std::cout << "gpudiag stacks: " << gpudiag::short_hostname() << ": no processes of job " << what << " on this node\n";
     return 0;
@@ -58,6 +67,53 @@ int local_report(const gpudiag::StepId& id, double timeout) {
   std::cout << gpudiag::stack_report("gpudiag stacks: job " + what + " on " + gpudiag::short_hostname() + ", " +
                                          std::to_string(roots.size()) + " task(s)",
                                      roots, gpudiag::find_stack_tools(), timeout);
+  return 0;
+}
+
+// Copies what srun printed (already escaped by run_attached) to our stdout as it comes,
+// and keeps the rank lines of the nodes' reports: one line at a time, at most
+// kMaxRankLineBytes plus a relay tag, at most kMaxStepRanks ranks.
+void copy_and_collect(int in, std::vector<gpudiag::RankStack>& ranks) {
+  char buf[65536];
+  std::string line;
+  bool too_long = false;
+  for (;;) {
+    ssize_t n = ::read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    std::size_t off = 0;
+    while (off < static_cast<std::size_t>(n)) {
+      ssize_t w = ::write(STDOUT_FILENO, buf + off, static_cast<std::size_t>(n) - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      off += static_cast<std::size_t>(w);
+    }
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] != '\n') {
+        if (line.size() < gpudiag::kMaxRankLineBytes + 256) line.push_back(buf[i]);
+        else too_long = true;
+        continue;
+      }
+      if (!too_long && ranks.size() < gpudiag::kMaxStepRanks)
+        for (auto& r : gpudiag::rank_stacks_in_output(line, 1)) ranks.push_back(std::move(r));
+      line.clear();
+      too_long = false;
+    }
+  }
+}
+
+// Every node's hang report in a diag dir, merged: what srun printed at the step's end,
+// then the classes in full. Exit 0 with a verdict, 1 when no report was there.
+int hang_command(const std::string& dir) {
+  gpudiag::VerdictInputs in = gpudiag::gather_verdict_inputs(dir, ::getuid());
+  if (in.nodes_reported == 0) {
+    std::cerr << "gpudiag hang: no hang report (hang.<node>.txt) in " << gpudiag::escape_control(dir) << "\n";
+    return 1;
+  }
+  std::string out;
+  for (const auto& line : gpudiag::hang_verdict(in)) out += line;
+  out += "\n" + std::to_string(in.nodes_reported) + " node(s): " + gpudiag::classes_text(in.classes);
+  std::cout << gpudiag::escape_control(out, true);
   return 0;
 }
 
@@ -94,6 +150,9 @@ int main(int argc, char** argv) {
   stacks->add_option("job", job, "JOBID or JOBID.STEPID")->required();
   stacks->add_flag("--local", local, "only this node (what each node runs)");
   stacks->add_option("--tool-timeout", timeout, "seconds for each py-spy/eu-stack/gdb call")->check(CLI::Range(1.0, 600.0));
+  auto* hang = app.add_subcommand("hang", "the hang verdict and stack classes of a step, from its diag dir's hang reports");
+  std::string hang_dir;
+  hang->add_option("dir", hang_dir, "the step's diag dir (gpudiag-JOB.STEP)")->required();
   gpudiag::NcclLogCommand nccl_log;
   auto* nccl_log_cmd = gpudiag::add_nccl_log_command(app, nccl_log);
   try {
@@ -109,6 +168,7 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
+  if (hang->parsed()) return hang_command(hang_dir);
   auto id = gpudiag::parse_step_id(job);
   if (!id) {
     std::cerr << id.error() << "\n";
@@ -146,7 +206,22 @@ int main(int argc, char** argv) {
                                    "--gres=none", "--mem=0", "--chdir=/", "--quiet", self, "stacks", "--local",
                                    "--tool-timeout=" + std::to_string(static_cast<int>(timeout)), job};
   std::cout.flush();
-  auto ran = gpudiag::run_attached(args, owner_side ? &*owner_side : nullptr, STDOUT_FILENO, STDERR_FILENO);
+  // srun's output passes through a pipe that a thread copies to ours as it comes and scans
+  // for the nodes' rank lines (stacks/verdict/rank_stack.h): the classes follow the reports.
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    std::cerr << "gpudiag: cannot make a pipe: " << std::strerror(errno) << "\n";
+    return 3;
+  }
+  std::vector<gpudiag::RankStack> ranks;
+  std::thread scanner([&ranks, in = pipe_fds[0]] { copy_and_collect(in, ranks); });
+  auto ran = gpudiag::run_attached(args, owner_side ? &*owner_side : nullptr, pipe_fds[1], STDERR_FILENO);
+  ::close(pipe_fds[1]);
+  scanner.join();
+  ::close(pipe_fds[0]);
+  if (!ranks.empty())
+    std::cout << "\ngpudiag stacks: job " << job << ": " << gpudiag::classes_text(gpudiag::stack_classes(std::move(ranks)))
+              << std::flush;
   if (!ran.started) {
     // spawn_child names the step that failed: the exec (srun not found) or the switch.
     const bool exec = ran.error.rfind("exec:", 0) == 0 || ran.error.rfind("srun:", 0) == 0;

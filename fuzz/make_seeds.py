@@ -126,6 +126,8 @@ def from_unit_tests(seeds, source):
                 seeds.add("scontrol_node", data)
             elif data.lstrip().startswith(b"{"):
                 seeds.add("probe_json", data)
+            elif b"TID " in data or b"(LWP " in data or b"MainThread" in data:
+                seeds.add("stack_verdict", data)  # what the stack tools print
         for m in re.finditer(r"parse_plugin_args\(\{([^}]*)\}\)", text):
             seeds.add("plugin_args", b"\n".join(decode(l) for l in re.findall(LITERAL, m.group(1))))
 

@@ -1,5 +1,7 @@
 #include "nccllog/nccl_log_analyzer.h"
 
+#include <charconv>
+
 #include <algorithm>
 
 #include "nccllog/nccl_log_facts.h"
@@ -111,6 +113,14 @@ void NcclLogAnalyzer::note_collective(NcclProcess& p, const std::string& key, st
   // 2.13+); before that, the comm's size does when the process has one comm that size.
   auto c = p.comms.find(comm);
   if (c == p.comms.end()) return;
+  // opCount is hex and grows per comm: the highest one is where this rank got to.
+  std::uint64_t op = 0;
+  auto [end, ec] = std::from_chars(op_count.data(), op_count.data() + op_count.size(), op, 16);
+  if (ec == std::errc() && end == op_count.data() + op_count.size() &&
+      (c->second.last_coll.empty() || op >= c->second.last_op)) {
+    c->second.last_op = op;
+    c->second.last_coll = std::string(name);
+  }
   std::string group = c->second.comm_id;
   if (group.empty()) {
     int same = 0;
@@ -118,15 +128,15 @@ void NcclLogAnalyzer::note_collective(NcclProcess& p, const std::string& key, st
     if (same != 1) return;
     group = "nranks=" + std::to_string(c->second.nranks);
   }
-  auto op = std::make_pair(group, std::string(op_count));
-  auto it = ops_.find(op);
+  auto op_key = std::make_pair(group, std::string(op_count));
+  auto it = ops_.find(op_key);
   if (it == ops_.end()) {
     if (ops_.size() >= kMaxTrackedOps) ops_.erase(ops_.begin());
-    ops_.emplace(op, std::make_pair(key, std::string(name)));
+    ops_.emplace(op_key, std::make_pair(key, std::string(name)));
     return;
   }
   if (it->second.second == name || it->second.first == key) return;
-  auto& m = mismatches_[op];
+  auto& m = mismatches_[op_key];
   if (m.calls.empty()) {
     m.group = group;
     m.op_count = std::string(op_count);
@@ -167,6 +177,12 @@ void NcclLogAnalyzer::add_line(std::string_view line, std::string_view source) {
     if (!u->oob.empty()) p.oob = u->oob;
   } else if (is_ib_no_device(m)) {
     p.ib_no_device = true;
+  } else if (auto ifn = socket_ifname_of(m)) {
+    p.socket_ifname = std::string(ifn->substr(0, 256));
+  } else if (auto hca = ib_hca_of(m)) {
+    p.ib_hca = std::string(hca->substr(0, 256));
+  } else if (is_no_socket_interface(m)) {
+    p.no_socket_iface = true;
   } else if (auto g = gdr_disabled_hca_of(m)) {
     add_unique(p.gdr_disabled, std::string(*g));
   } else if (is_ib_disabled_by_env(m)) {

@@ -16,6 +16,9 @@ struct CommInfo {
   std::string comm_id;
   int rank = -1, nranks = 0;
   bool started = false, complete = false;
+  // The last collective logged on it (COLL lines): where this rank's collectives stopped.
+  std::uint64_t last_op = 0;
+  std::string last_coll;  // "" when none was logged
 };
 
 // One NCCL process (host:pid), usually one rank.
@@ -27,6 +30,8 @@ struct NcclProcess {
   std::vector<std::string> gdr_disabled;    // HCAs logged with "GPU Direct RDMA Disabled"
   bool ib_no_device = false;                // "NET/IB : No device found."
   bool ib_disabled_by_env = false;          // "NCCL_IB_DISABLE set by environment to 1."
+  std::string socket_ifname, ib_hca;        // NCCL_SOCKET_IFNAME / NCCL_IB_HCA as NCCL logged them
+  bool no_socket_iface = false;             // "Bootstrap : no socket interface found": NCCL never started
   // std::less<> lets a string_view look up without building a string per line.
   std::map<std::string, std::uint64_t, std::less<>> transports, collectives;
   std::map<int, std::uint64_t> ib_errors;   // completion status -> count

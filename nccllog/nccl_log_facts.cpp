@@ -122,6 +122,36 @@ bool is_ib_disabled_by_env(std::string_view msg) {
   return n && *n != 0;
 }
 
+namespace {
+
+// "NAME set by environment to VALUE" or "NAME set to VALUE", a trailing period dropped.
+std::optional<std::string_view> env_setting_of(std::string_view msg, std::string_view name) {
+  if (!starts(msg, name)) return std::nullopt;
+  std::string_view rest = msg.substr(name.size());
+  for (std::string_view form : {" set by environment to ", " set to "})
+    if (starts(rest, form)) {
+      std::string_view v = rest.substr(form.size());
+      while (!v.empty() && (v.back() == '.' || v.back() == ' ' || v.back() == '\r')) v.remove_suffix(1);
+      if (v.empty()) return std::nullopt;
+      return v;
+    }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string_view> socket_ifname_of(std::string_view msg) {
+  return env_setting_of(msg, "NCCL_SOCKET_IFNAME");
+}
+
+std::optional<std::string_view> ib_hca_of(std::string_view msg) { return env_setting_of(msg, "NCCL_IB_HCA"); }
+
+bool is_no_socket_interface(std::string_view msg) {
+  return (starts(msg, "Bootstrap") && has(msg, "no socket interface found")) ||
+         (starts(msg, "NET/Socket") && (has(msg, "No usable listening interface found") ||
+                                        has(msg, "no usable listening interface found")));
+}
+
 std::optional<std::string_view> bootstrap_iface_of(std::string_view msg) {
   if (!starts(msg, "Bootstrap")) return std::nullopt;
   std::size_t u = msg.find("Using ");

@@ -39,6 +39,14 @@ bool is_ib_no_device(std::string_view msg);
 std::optional<std::string_view> gdr_disabled_hca_of(std::string_view msg);
 // "NCCL_IB_DISABLE set by environment to 1." (the period came in later versions)
 bool is_ib_disabled_by_env(std::string_view msg);
+// "NCCL_SOCKET_IFNAME set by environment to =eth9" (ENV) or "NCCL_SOCKET_IFNAME set to
+// =eth9" (NET) -> "=eth9"; the same for NCCL_IB_HCA ("NCCL_IB_HCA set to mlx5_9", net_ib.cc).
+std::optional<std::string_view> socket_ifname_of(std::string_view msg);
+std::optional<std::string_view> ib_hca_of(std::string_view msg);
+// "Bootstrap : no socket interface found" (bootstrap.cc, nothing matched NCCL_SOCKET_IFNAME
+// or no interface at all), "NET/Socket : No usable listening interface found" (the same
+// with NCCL_COMM_ID): NCCL never started.
+bool is_no_socket_interface(std::string_view msg);
 // "Bootstrap : Using eth0:10.0.0.1<0>" -> "eth0"
 std::optional<std::string_view> bootstrap_iface_of(std::string_view msg);
 // "NET/Plugin: Loaded net plugin Libfabric (v6)" -> "Libfabric"; the internal

@@ -54,6 +54,10 @@ struct Collector {
   }
 };
 
+std::string net_name(const std::string& network) {
+  return network == "IB" || network == "Socket" ? "NET/" + network : network;
+}
+
 std::string ib_error_kind(int code) { return "ib-error-" + std::to_string(code); }
 
 void ib_error(Collector& c, int code, const std::string& who) {
@@ -115,6 +119,78 @@ void init_completion(Collector& c, const NcclLogAnalysis& a) {
         "or logged on a node whose diag dir is not visible here",
         "");
   for (const auto& s : stuck) c.add(Severity::problem, "init-incomplete", message, "", s);
+}
+
+// A setting that matched nothing on a node: NCCL never started there (no socket
+// interface), or it fell back from IB (no HCA). Named with its value and the node.
+void settings_matching_nothing(Collector& c, const NcclProcess& p) {
+  const std::string who = p.label();
+  if (p.no_socket_iface) {
+    if (!p.socket_ifname.empty())
+      c.add(Severity::problem, "socket-ifname-matches-nothing",
+            fmt::format("NCCL_SOCKET_IFNAME={} matched no interface on {}, so NCCL never started there", p.socket_ifname,
+                        p.host),
+            "NCCL_SOCKET_IFNAME takes interface name prefixes (`=` for an exact name, `^` to exclude): list the "
+            "node's interfaces (`ip -br link` on that node) and set it to one that every node has, e.g. "
+            "NCCL_SOCKET_IFNAME=eth0, or unset it and let NCCL choose; site-wide with gpudiag's plugin.nccl_env",
+            who);
+    else
+      c.add(Severity::problem, "no-socket-interface",
+            fmt::format("NCCL found no usable socket interface on {}, so NCCL never started there", p.host),
+            "NCCL needs one non-loopback interface with an address for its bootstrap: check `ip -br addr` on that "
+            "node (a container without its network?) and the NCCL_SOCKET_IFNAME the job sets",
+            who);
+  }
+  if (!p.ib_hca.empty() && p.ib_no_device && p.ib_devices.empty())
+    c.add(Severity::problem, "ib-hca-matches-nothing",
+          fmt::format("NCCL_IB_HCA={} matched no IB device on {}: NCCL fell back to {}", p.ib_hca, p.host,
+                      p.network.empty() ? std::string("no network") : net_name(p.network)),
+          "NCCL_IB_HCA takes HCA name prefixes, optionally with :port (`=` exact, `^` exclude): list the node's HCAs "
+          "(`ibv_devinfo -l` or /sys/class/infiniband) and set it to names every node has, or use gpudiag's "
+          "NCCL_IB_HCA: auto, which the plugin resolves per node from sysfs",
+          who);
+}
+
+// In a hang, the rank that stopped is the one whose last collective lies behind the others'
+// on the same communicator (COLL lines, NCCL_DEBUG_SUBSYS=COLL).
+void stopped_collectives(Collector& c, const NcclLogAnalysis& a) {
+  if (a.truncated) return;  // the logs' ends were not read
+  struct Last {
+    std::string who, coll;
+    std::uint64_t op;
+  };
+  std::map<std::string, std::vector<Last>> groups;  // comm id (or size) -> each rank's last call
+  for (const auto& p : a.processes)
+    for (const auto& [ptr, ci] : p.comms)
+      if (!ci.last_coll.empty())
+        groups[ci.comm_id.empty() ? "nranks=" + std::to_string(ci.nranks) : ci.comm_id].push_back(
+            {p.label(), ci.last_coll, ci.last_op});
+  std::vector<const std::vector<Last>*> largest_first;
+  for (const auto& [group, lasts] : groups) largest_first.push_back(&lasts);
+  std::stable_sort(largest_first.begin(), largest_first.end(),
+                   [](const auto* x, const auto* y) { return x->size() > y->size(); });
+  for (const auto* group : largest_first) {
+    const auto& lasts = *group;
+    if (lasts.size() < 2) continue;
+    std::uint64_t top = 0;
+    for (const auto& l : lasts) top = std::max(top, l.op);
+    std::vector<const Last*> behind;
+    for (const auto& l : lasts)
+      if (l.op < top) behind.push_back(&l);
+    // Ranks that stopped are the few; most ranks behind means the others ran ahead.
+    if (behind.empty() || behind.size() * 2 > lasts.size()) continue;
+    const Last& first = *behind.front();
+    const std::string kind = "collectives-stopped";
+    c.add(Severity::problem, kind,
+          fmt::format("{}'s collectives stopped at opCount {:x} ({}) while {} other rank(s) went on to opCount {:x}",
+                      behind.size() == 1 ? "rank " + first.who : std::to_string(behind.size()) + " ranks'", first.op,
+                      first.coll, lasts.size() - behind.size(), top),
+          "the rank(s) never called the next collective: they are stuck outside NCCL (their own code, data loading, a "
+          "dead GPU or a crash): the hang verdict and `gpudiag stacks JOB` show where",
+          "");
+    for (const auto* l : behind) c.add(Severity::problem, kind, "", "", l->who);
+    return;  // the largest communicator's first: one such finding says enough
+  }
 }
 
 }  // namespace
@@ -253,6 +329,8 @@ std::vector<NcclProblem> diagnose(const NcclLogAnalysis& a, const std::set<std::
       if (w.size() * 2 <= a.processes.size())
         for (const auto& x : w) c.add(Severity::problem, "network-mismatch", "", "", x);
   }
+  for (const auto& p : a.processes) settings_matching_nothing(c, p);
+  stopped_collectives(c, a);
   init_completion(c, a);
   for (const auto& m : a.mismatches) {
     std::vector<std::string> calls;

@@ -44,6 +44,7 @@ extern "C" {
 #include "spank/slurm_compat.h"
 #include "spank/slurm_proctrack.h"
 #include "spank/step_summary.h"
+#include "stacks/verdict/step_verdict.h"
 #include "util/this_host.h"
 
 // SPANK_PLUGIN() gives these internal linkage in C++: declare them by hand.
@@ -576,7 +577,8 @@ int slurm_spank_exit(spank_t, int, char**) {
     if (!gpudiag::safe_env_value(dir)) return 0;
     auto facts = gpudiag::read_dir_facts(dir);
     if (facts.exists && gpudiag::distrust_diag_dir(facts, g_srun.job_uid)) return 0;
-    std::string text = gpudiag::nccl_step_summary(dir);
+    // A hang first: which rank, where, on which node, from every node's report (issue 31.3).
+    std::string text = gpudiag::hang_step_verdict(dir, g_srun.job_uid) + gpudiag::nccl_step_summary(dir);
     std::fwrite(text.data(), 1, text.size(), stderr);
     std::fflush(stderr);
     return 0;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <set>
 
+#include "stacks/verdict/step_reports.h"
 #include "util/run_command.h"
 
 namespace gpudiag {
@@ -27,15 +28,8 @@ std::vector<std::string> spread_argv(const std::string& step) {
 
 int reported_nodes(const std::vector<std::string>& names) {
   std::set<std::string> hosts;
-  for (const auto& n : names) {
-    const std::string pre = "hang.", suf = ".txt";
-    if (n.size() <= pre.size() + suf.size() || n.compare(0, pre.size(), pre) != 0 ||
-        n.compare(n.size() - suf.size(), suf.size(), suf) != 0)
-      continue;
-    const std::string middle = n.substr(pre.size(), n.size() - pre.size() - suf.size());
-    const std::string host = middle.substr(0, middle.find('.'));
-    if (!host.empty()) hosts.insert(host);
-  }
+  for (const auto& n : names)
+    if (auto host = hang_report_node(n); !host.empty()) hosts.insert(host);
   return static_cast<int>(hosts.size());
 }
 

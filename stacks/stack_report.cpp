@@ -17,8 +17,11 @@
 
 #include "nodeinfo/proc_tree.h"
 #include "stacks/pyframes/python_stacks.h"
+#include "stacks/verdict/stack_classes.h"
+#include "stacks/verdict/stack_frames.h"
 #include "util/run_command.h"
 #include "util/spawn_child.h"
+#include "util/this_host.h"
 
 namespace gpudiag {
 namespace {
@@ -74,8 +77,9 @@ std::string seconds(double s) {
   return buf;
 }
 
-void run_tool(std::ostringstream& o, const std::string& label, const std::vector<std::string>& argv, double timeout,
-              bool& got) {
+// What the tool printed ("" when it failed), for the rank's class frames.
+std::string run_tool(std::ostringstream& o, const std::string& label, const std::vector<std::string>& argv,
+                     double timeout, bool& got) {
   CommandResult r = run_command(argv, timeout, 256 * 1024);
   if (!r.out.empty()) {
     o << "  " << label << ":\n" << indent(escape_control(r.out, true));
@@ -86,6 +90,7 @@ void run_tool(std::ostringstream& o, const std::string& label, const std::vector
       << " s (a process in D state, e.g. in vfork or on a hung file system, or a stopped one, cannot be traced)\n";
   else if (!r.ok())
     o << "  " << label << ": " << escape_control(describe_failure(label, r, timeout)) << "\n";
+  return r.ok() ? r.out : std::string();
 }
 
 // Per thread: wchan, the syscall it sits in, and the kernel stack where readable.
@@ -109,28 +114,61 @@ void proc_stacks(std::ostringstream& o, pid_t pid) {
   }
 }
 
+// What one look at a process gives: the report's text, and where its main thread is.
+struct Look {
+  std::string text;
+  RankStack stack;
+};
+
 // Everything about one process that may block: its /proc text and the tools, each
 // given at most tool_timeout and never past the deadline.
-std::string look_at(pid_t pid, const StackTools& tools, double tool_timeout, Clock::time_point deadline) {
+Look look_at(pid_t pid, const StackTools& tools, double tool_timeout, Clock::time_point deadline) {
   auto timeout = [&] {
     return std::max(0.1, std::min(tool_timeout, std::chrono::duration<double>(deadline - Clock::now()).count()));
   };
   std::ostringstream o;
+  Look look;
+  RankStack& st = look.stack;
   const std::string p = std::to_string(pid);
-  o << "   wchan: " << one_line(read_small("/proc/" + p + "/wchan", 128)) << "\n   cmdline: " << cmdline(pid) << "\n";
+  const std::string wchan = one_line(read_small("/proc/" + p + "/wchan", 128));
+  o << "   wchan: " << wchan << "\n   cmdline: " << cmdline(pid) << "\n";
   bool got = false;
-  if (!tools.py_spy.empty()) run_tool(o, "py-spy", {tools.py_spy, "dump", "--pid", p}, timeout(), got);
+  if (!tools.py_spy.empty()) {
+    st.frames = py_spy_frames(run_tool(o, "py-spy", {tools.py_spy, "dump", "--pid", p}, timeout(), got));
+    if (!st.frames.empty()) st.source = StackSource::python;
+  }
   // Without py-spy, or where it failed: gpudiag's own reader, which never stops the process.
   if (!got) {
     const auto budget = std::chrono::milliseconds(static_cast<long>(timeout() * 1000));
-    o << format_python_stacks(read_python_stacks(pid, budget));
+    const PyStacks py = read_python_stacks(pid, budget);
+    o << format_python_stacks(py);
+    st.frames = python_class_frames(py, pid);
+    if (!st.frames.empty()) st.source = StackSource::python;
   }
   bool native = false;
-  if (!tools.eu_stack.empty()) run_tool(o, "eu-stack", {tools.eu_stack, "-p", p}, timeout(), native);
+  std::vector<NativeFrame> frames;
+  // -m names each frame's module: how the class frames tell libc's frames apart.
+  if (!tools.eu_stack.empty()) frames = eu_stack_frames(run_tool(o, "eu-stack", {tools.eu_stack, "-m", "-p", p}, timeout(), native), pid);
   else if (!tools.gdb.empty())
-    run_tool(o, "gdb", {tools.gdb, "-batch", "-nx", "-p", p, "-ex", "thread apply all bt"}, timeout(), native);
+    frames = gdb_frames(
+        run_tool(o, "gdb", {tools.gdb, "-batch", "-nx", "-p", p, "-ex", "thread apply all bt"}, timeout(), native), pid);
+  if (st.frames.empty() && !frames.empty()) {
+    st.frames = native_class_frames(frames);
+    st.source = StackSource::native;
+  }
   if (!got && !native) proc_stacks(o, pid);
-  return o.str();
+  if (st.frames.empty() && !wchan.empty() && wchan != "0") {
+    st.frames = {bounded_frame(wchan)};
+    st.source = StackSource::wchan;
+  }
+  if (st.frames.empty()) {
+    st.source = StackSource::none;
+    st.why = tools.eu_stack.empty() && tools.gdb.empty() && tools.py_spy.empty()
+                 ? "no stack tool (install elfutils for eu-stack) and no wchan"
+                 : "no tool could read its stack (see its section)";
+  }
+  look.text = o.str();
+  return look;
 }
 
 // Shared with the workers, which may outlive the call when a read never returns.
@@ -138,7 +176,7 @@ struct Work {
   std::mutex m;
   std::condition_variable cv;
   std::vector<pid_t> pids;
-  std::vector<std::string> text;
+  std::vector<Look> looks;
   std::vector<bool> done;
   std::size_t next = 0;     // the next process to look at
   std::size_t running = 0;  // processes being looked at now
@@ -184,7 +222,7 @@ std::string stack_report(const std::string& header, const std::vector<TaskRoot>&
     trees.push_back(process_tree(table, task.pid));
     work->pids.insert(work->pids.end(), trees.back().begin(), trees.back().end());
   }
-  work->text.resize(work->pids.size());
+  work->looks.resize(work->pids.size());
   work->done.resize(work->pids.size());
 
   const std::size_t workers = std::min(kWorkers, work->pids.size());
@@ -199,10 +237,10 @@ std::string stack_report(const std::string& header, const std::vector<TaskRoot>&
           const std::size_t i = work->next++;
           ++work->running;
           lock.unlock();
-          std::string text = look_at(work->pids[i], tools, tool_timeout_s, deadline);
+          Look look = look_at(work->pids[i], tools, tool_timeout_s, deadline);
           lock.lock();
           --work->running;
-          work->text[i] = std::move(text);
+          work->looks[i] = std::move(look);
           work->done[i] = true;
         }
         ++work->quit;
@@ -222,28 +260,45 @@ std::string stack_report(const std::string& header, const std::vector<TaskRoot>&
   std::lock_guard<std::mutex> lock(work->m);
   std::size_t i = 0;
   std::size_t skipped = 0;
+  std::ostringstream body;
+  std::vector<RankStack> ranks;
+  const std::string node = short_hostname();
   for (std::size_t t = 0; t < tasks.size(); ++t) {
     const auto& task = tasks[t];
     const auto& pids = trees[t];
-    o << "\n== task " << (task.rank >= 0 ? "rank " + std::to_string(task.rank) : std::string("?")) << ": program pid "
-      << task.pid << ", " << pids.size() << " process(es)\n";
-    if (pids.empty()) o << "  (gone)\n";
+    body << "\n== task " << (task.rank >= 0 ? "rank " + std::to_string(task.rank) : std::string("?")) << ": program pid "
+         << task.pid << ", " << pids.size() << " process(es)\n";
+    // The task's program stands for its rank in the step's merge.
+    RankStack rank;
+    rank.why = "the process was gone";
+    if (pids.empty()) body << "  (gone)\n";
     for (pid_t pid : pids) {
       const ProcStat& s = table.at(pid);
-      o << "\n-- pid " << pid << " ppid " << s.ppid << " state " << escape_control(std::string(1, s.state)) << " ("
-        << escape_control(s.comm) << ")\n";
+      body << "\n-- pid " << pid << " ppid " << s.ppid << " state " << escape_control(std::string(1, s.state)) << " ("
+           << escape_control(s.comm) << ")\n";
       if (work->done[i]) {
-        o << work->text[i];
+        body << work->looks[i].text;
+        if (pid == task.pid) rank = work->looks[i].stack;
       } else {
-        o << "   not looked at: the report's deadline of " << seconds(deadline_s) << " s passed\n";
+        body << "   not looked at: the report's deadline of " << seconds(deadline_s) << " s passed\n";
+        if (pid == task.pid) rank.why = "not looked at: the report's deadline of " + seconds(deadline_s) + " s passed";
         ++skipped;
       }
       ++i;
     }
+    rank.rank = task.rank;
+    rank.node = node;
+    if (task.rank >= 0) ranks.push_back(std::move(rank));  // a task that is no rank is not merged
   }
+  // The report opens with where the node's ranks are, merged (issue 31.2); srun merges
+  // every node's from the lines at its end.
+  if (!ranks.empty()) o << "\n" << classes_text(stack_classes(ranks));
+  o << body.str();
   if (skipped)
     o << "\n" << skipped << " of " << work->pids.size() << " process(es) skipped at the report's deadline of "
       << seconds(deadline_s) << " s\n";
+  o << "\nrank stacks for the step's merge (one line per rank):\n";
+  for (const auto& r : ranks) o << rank_stack_line(r);
   return o.str();
 }
 

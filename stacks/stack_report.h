@@ -28,7 +28,7 @@
 namespace gpudiag {
 
 struct TaskRoot {
-  int rank = -1;   // -1: unknown
+  int rank = -1;   // -1: unknown, or no rank of a step (a batch script): left out of the merge
   pid_t pid = 0;   // the process the task started (the program, not the relay)
 };
 

@@ -207,4 +207,35 @@ TEST(NcclLogRealNccl, OneRankOnAnH100IsReadInFull) {
   EXPECT_EQ(p.value("nranks", 0), 1) << p.dump();
 }
 
+// Issue 31.5: logs written in NCCL 2.21's line format from its sources (bootstrap.cc,
+// misc/socket.cc, transport/net_ib.cc, enqueue.cc's COLL line); no real NCCL on this
+// machine could be made to fail that way.
+std::string problem_text(const std::string& dir) {
+  auto r = run_process({kBin, "nccl-log", std::string(GPUDIAG_TEST_DATA) + "/nccl/" + dir});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  return r.out;
+}
+
+TEST(NcclLogStall, NamesTheRankWhoseCollectivesStopped) {
+  std::string out = problem_text("stalled-rank");
+  EXPECT_NE(out.find("PROBLEM  rank n2:3's collectives stopped at opCount 4 (AllReduce) while 3 other rank(s) went on "
+                     "to opCount 6 (n2:3)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("stuck outside NCCL"), std::string::npos) << out;
+}
+
+TEST(NcclLogStall, NamesTheInterfaceSettingThatMatchedNothing) {
+  std::string out = problem_text("iface-matches-nothing");
+  EXPECT_NE(out.find("PROBLEM  NCCL_SOCKET_IFNAME==eth9 matched no interface on n2, so NCCL never started there "
+                     "(n2:pid6002)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("ip -br link"), std::string::npos) << out;
+  EXPECT_NE(out.find("PROBLEM  NCCL_IB_HCA==mlx5_9 matched no IB device on n2: NCCL fell back to NET/Socket (n2:3)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("NCCL_IB_HCA: auto"), std::string::npos) << out;
+}
+
 }  // namespace

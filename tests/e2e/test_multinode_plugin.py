@@ -23,7 +23,7 @@ from test_plugin_torch import ALLREDUCE, CLEAN, TORCHRUN, results, torch_without
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPUDIAG = os.path.join(BUILD, "cli", "gpudiag")
 FAKE_RANK = os.path.join(HERE, "fake_nccl_rank.py")
-HANG = os.path.join(HERE, "torch_hang.py")
+STUCK = os.path.join(HERE, "torch_stuck_rank.py")
 IB = {"n1": {"mlx5_0": "up", "mlx5_1": "up"},
       "n2": {"mlx5_0": "up", "mlx5_1": "down"},
       "n3": {"mlx5_0": "up", "mlx5_1": "up"}}
@@ -190,14 +190,14 @@ class MultiNodePlugin(unittest.TestCase):
     _hang = None
 
     def hang_step(self):
-        """Once per class: 6 ranks on 3 nodes, rank 3 (on n2) asleep before it joins, the
-        others blocked waiting for it, hang=20s. The ranks on n1 and n3 keep printing while
+        """Once per class: 6 ranks on 3 nodes, rank 3 (on n2) stuck in a function of its own
+        after they joined, the others blocked in all_reduce waiting for it, hang=20s. The ranks on n1 and n3 keep printing while
         they wait, so only n2's watchdog fires. (result, seconds, {host: report path})."""
         if MultiNodePlugin._hang is None:
             work = tempfile.mkdtemp(prefix="hang-", dir=self.tmp)
             os.chmod(work, 0o755)  # the diag dir's parent: the plugin refuses one others may write
             start = time.monotonic()
-            argv = ["srun", "-N3", "--ntasks-per-node=2", "--diag=hang=20s", PYTHON, HANG]
+            argv = ["srun", "-N3", "--ntasks-per-node=2", "--diag=hang=20s", PYTHON, STUCK]
             try:
                 r = self.cluster.run(argv, cwd=work, timeout=120, check=False, unset=CLEAN, env={"HEARTBEAT": "0,1,4,5"})
             except subprocess.TimeoutExpired as e:
@@ -249,6 +249,37 @@ class MultiNodePlugin(unittest.TestCase):
         self.assertEqual(len(all_reports), 3, all_reports)
         self.assertEqual(r.returncode, HANG_EXIT, r.stderr)
 
+    def test_6c_the_verdict_names_the_stuck_rank_and_its_node(self):
+        # Issue 31.3: srun says once, for the whole step, which rank is stuck, on which node
+        # and where, from every node's report; the others are one class. Before, stderr said
+        # only "no output for 20s on n2; stacks in ...".
+        r, took, reports = self.hang_step()
+        verdict = [line for line in r.stderr.splitlines() if line.startswith("gpudiag: hang: ")]
+        self.assertEqual(len(verdict), 1, r.stderr)
+        self.assertRegex(verdict[0], r"^gpudiag: hang: \[n2:3\] in .*, while 5 ranks \[n1:0-1,n2:2,n3:4-5\] wait in ",
+                         r.stderr)
+        # Python frames (gpudiag's reader: py-spy is not installed here): the stuck rank's own
+        # function, and the caller of the all_reduce the five wait in.
+        print(f"\n  verdict: {verdict[0]}", file=sys.stderr)
+        self.assertIn("] in wait_for_checkpoint (torch_stuck_rank.py:", verdict[0])
+        self.assertIn("from sync_grads", verdict[0])
+        tail = r.stderr[r.stderr.index(verdict[0]):].splitlines()
+        self.assertLessEqual(len([line for line in tail if line.startswith("gpudiag: ") and "NCCL" not in line]), 5)
+        self.assertIn("gpudiag: stack classes and every rank's stacks: ", r.stderr)
+        # torch 1.13 with gloo has no flight recorder: the verdict says so (issue 31.4).
+        self.assertIn("gpudiag: flight recorder: no dump (", r.stderr)
+        # Each node's report opens with its own classes and ends with its ranks' lines.
+        for host, path in reports.items():
+            with open(path) as f:
+                text = f.read()
+            self.assertLess(text.index("stack classes: 2 rank(s)"), text.index("== task rank"), text[:2000])
+            self.assertEqual(len(re.findall(rf"^gpudiag-rank-stack\t\d\t{host}\t", text, re.M)), 2, text[-3000:])
+        # The same verdict from the reports afterwards, on the login node.
+        out = self.cluster.run([GPUDIAG, "hang", os.path.dirname(reports["n2"])], check=False)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn(verdict[0], out.stdout)
+        self.assertIn("6 rank(s) in 2 class(es)", out.stdout)
+
     # 9 ---------------------------------------------------------------------------------
     def test_9_summary_on_the_login_node_names_the_node_on_sockets(self):
         # Ranks 2 and 3 run on n2; their NCCL found no IB and fell back to TCP.
@@ -279,6 +310,10 @@ class MultiNodePlugin(unittest.TestCase):
                                               .stdout.splitlines()) >= 2, f"step {step} on {node}", timeout=60)
         time.sleep(0.5)  # listpids shows the task before it has exec'd python
         out = self.cluster.run([GPUDIAG, "stacks", job], cwd=self.tmp, timeout=120)
+        # Issue 31.2: every node's ranks merged after the nodes' reports: all three sleep alike.
+        self.assertIn(f"\ngpudiag stacks: job {job}: stack classes: 3 rank(s) in 1 class(es)", out.stdout,
+                      out.stdout[-3000:])
+        self.assertRegex(out.stdout, r"\n  3 rank\(s\) \[n1:0,n2:1,n3:2\] (python|native)\n")
         # The stacks step has a task per node, so the relay tags its lines [node:rank]:
         # each node's lines, read apart, are one whole section for that node.
         sections = {}

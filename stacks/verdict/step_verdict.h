@@ -1,0 +1,19 @@
+#pragma once
+// srun's end-of-step hang verdict (issue 31.3): every node's hang report in the diag dir
+// merged into classes, with what torch's flight recorder dumped there, judged, and
+// printed in at most five lines. Empty when no node wrote a hang report. Never throws.
+#include <sys/types.h>
+
+#include <string>
+
+#include "stacks/verdict/hang_verdict.h"
+
+namespace gpudiag {
+
+// The gathering half: every node's report and every rank's flight-recorder dump in
+// `diag_dir` that belongs to `owner`, merged; skipped files become findings.
+VerdictInputs gather_verdict_inputs(const std::string& diag_dir, uid_t owner);
+
+std::string hang_step_verdict(const std::string& diag_dir, uid_t owner);
+
+}  // namespace gpudiag
