@@ -40,14 +40,14 @@ class Exports(unittest.TestCase):
 
 
 class NoShell(unittest.TestCase):
-    SOURCES = ["spank", "healthcheck", "nodeinfo", "util", "config", "nccllog", "stacks", "cli", "probe"]
+    SOURCES = ["spank", "healthcheck", "nodeinfo", "util", "config", "nccllog", "stacks", "cli", "probe", "fabric"]
 
     def test_only_argv_exec_sites(self):
         shells = re.compile(r'\b(system|popen|execl|execlp|execle)\s*\(|"/bin/(ba)?sh"|"-c"')
         execs = re.compile(r"\b(execv|execvp|execve|execvpe|posix_spawnp?|fork)\s*\(")
         sites = []
         for d in self.SOURCES:
-            for path in glob.glob(os.path.join(SOURCE, d, "*.[ch]*")):
+            for path in glob.glob(os.path.join(SOURCE, d, "**", "*.[ch]*"), recursive=True):
                 with open(path, encoding="utf-8") as f:
                     for n, line in enumerate(f, 1):
                         code = line.split("//")[0]
@@ -58,9 +58,10 @@ class NoShell(unittest.TestCase):
         # (scontrol, the GPU probe, stack tools) and `gpudiag stacks` (srun --overlap, as
         # the job's owner when root asks) both go through it, argv vectors only, each child
         # in a session of its own with nothing of ours; the relay and its SIGURG listener
-        # fork without exec.
+        # fork without exec, and so does a file write bounded by a deadline (deadline_child).
+        # Subfolders (rooms) are scanned too.
         self.assertEqual(sorted(set(sites)), ["spank/hang_spread.cpp:fork", "spank/output_relay.cpp:fork",
-                                              "util/spawn_child.cpp:execve", "util/spawn_child.cpp:fork",
+                                              "util/deadline_child.cpp:fork", "util/spawn_child.cpp:execve", "util/spawn_child.cpp:fork",
                                               "util/spawn_child.cpp:posix_spawn"])
 
 
