@@ -115,7 +115,9 @@ IbCounterOutcome evaluate_ibcounters(const IbCounterFacts& f, const nlohmann::js
     const nlohmann::json* before = previous_port(previous, p.subject());
     if (!before) {
       ++baselined;
-      r.add({p.subject(), Status::ok, fmt::format("{} port {}: baseline recorded", p.hca, p.port), ""});
+      r.add({p.subject(), Status::ok,
+             fmt::format("{} port {}: {}", p.hca, p.port, f.state_kept ? "baseline recorded" : "counters read, not kept"),
+             ""});
       continue;
     }
     ++compared;
@@ -130,7 +132,9 @@ IbCounterOutcome evaluate_ibcounters(const IbCounterFacts& f, const nlohmann::js
   if (compared) parts.push_back(fmt::format("{} ports compared with the last run", compared));
   if (grew) parts.push_back(fmt::format("{} counters grew too much", grew));
   if (reset) parts.push_back(fmt::format("{} reset", reset));
-  if (baselined) parts.push_back(fmt::format("baseline recorded for {} ports", baselined));
+  if (baselined && f.state_kept) parts.push_back(fmt::format("baseline recorded for {} ports", baselined));
+  if (baselined && !f.state_kept)
+    parts.push_back(fmt::format("{} ports read; nothing kept to compare the next run with", baselined));
   // EFA has no PMA counters/ directory: only its hw_counters, exported above.
   if (uncounted) parts.push_back(fmt::format("{} ports without error counters", uncounted));
   r.summary = join(parts);
@@ -159,7 +163,10 @@ IbCounterFacts read_ibcounter_facts(const CheckContext& ctx) {
   IbCounterFacts f;
   const IbInventory& inv = ib_inventory(ctx);
   f.class_present = inv.class_present;
-  if (ctx.state) f.state_note = ctx.state->note();
+  if (ctx.state) {
+    f.state_note = ctx.state->note();
+    f.state_kept = ctx.state->enabled();
+  }
   for (const auto& hca : inv.hcas) {
     if (!ib_hca_selected(ctx.cfg.ib, hca.name)) continue;
     for (const auto& port : hca.ports) {

@@ -29,6 +29,9 @@ struct IbCounterFacts {
   bool class_present = false;
   std::vector<IbPortCounters> ports;  // of the selected HCAs only
   std::string state_note;
+  // Whether this run's counts are kept for the next one (not under --fs-root without
+  // --state-dir): only then is a first read a "baseline".
+  bool state_kept = true;
 };
 
 struct IbCounterOutcome {

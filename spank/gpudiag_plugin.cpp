@@ -240,7 +240,14 @@ constexpr double kBarrierWait_s = 60;
 // (srun's verdict). Returns whether this task may start it.
 bool barrier_lets_go(gpudiag::EnvTarget& env, const gpudiag::StepPlan& plan, int rank, int local_rank, bool passed) {
   auto value = env.get(gpudiag::kBarrierEnv);
-  if (!value) return passed;  // srun has no barrier (one task, or it could not listen and said so)
+  if (!value) {
+    // srun has no barrier: one task, or it could not listen and said so, or there is no
+    // srun (--async), which says so here, once per step.
+    if (passed && rank == 0 && gpudiag::step_has_no_srun(env.get("SLURM_STEP_LAUNCHER_PORT")))
+      slurm_error("gpudiag: preflight: this step has no srun to hold the cross-node barrier (srun --async): each "
+                  "node that passes its own preflight starts the program without waiting for the others");
+    return passed;
+  }
   auto endpoint = gpudiag::parse_barrier_env(*value);
   auto srun_addr = env.get("SLURM_LAUNCH_NODE_IPADDR");
   gpudiag::BarrierOutcome out;

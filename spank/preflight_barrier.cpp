@@ -407,4 +407,8 @@ BarrierOutcome await_barrier(const std::string& srun_addr, const BarrierEndpoint
 
 bool barrier_allows_start(bool passed, BarrierOutcome::Kind kind) { return passed && kind == BarrierOutcome::kGo; }
 
+bool step_has_no_srun(const std::optional<std::string>& step_launcher_port) {
+  return step_launcher_port && *step_launcher_port == "0";
+}
+
 }  // namespace gpudiag

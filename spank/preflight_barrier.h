@@ -38,6 +38,13 @@ std::string format_barrier_report(const BarrierReport& r);
 // printable and short: it reaches the user's terminal).
 std::optional<BarrierReport> parse_barrier_report(const std::string& line);
 
+// Whether the step has no srun to coordinate it: `srun --async` (Slurm 26.05) returns once
+// the step is accepted, never runs local_user_init, and the step manager launches the
+// tasks with SLURM_STEP_LAUNCHER_PORT=0 (seen on 26.05.5; a step launched by srun has
+// srun's port there). Pure: the variable's value, nullopt when unset (older releases set
+// it for every srun step; unset is not taken for "no srun").
+bool step_has_no_srun(const std::optional<std::string>& step_launcher_port);
+
 // srun's answer: "go\n" or "stop NODE\n".
 struct BarrierVerdict {
   bool go = false;

@@ -45,10 +45,12 @@ inline uid_t srun_job_uid(spank_t sp) {
 }
 
 // libslurm's slurm_kill_job_step, found at run time in slurmstepd (its libslurmfull
-// exports it: 22.05 and 24.11 checked), so a Slurm without it loads the plugin all the
-// same. The type comes from this build's own slurm.h: later releases added a flags
-// argument (0 keeps the old meaning). SIGKILL makes slurmctld cancel the step, which
-// srun reports and ends on every node; a signal other than SIGKILL only signals tasks.
+// exports it: 22.05, 24.11 and 26.05 checked), so a Slurm without it loads the plugin all
+// the same. The type comes from this build's own slurm.h: 24.11 added a flags argument (0
+// keeps the old meaning); 26.05 takes the step as a slurm_step_id_t * (job id, step id, and
+// the step's SLUID, left 0 as SLURM_STEP_ID_INITIALIZER does: slurmctld then finds the
+// step by its ids). SIGKILL makes slurmctld cancel the step, which srun reports and ends on
+// every node; a signal other than SIGKILL only signals tasks.
 using KillJobStep = decltype(&::slurm_kill_job_step);
 
 inline KillJobStep kill_job_step_symbol() {
@@ -58,10 +60,17 @@ inline KillJobStep kill_job_step_symbol() {
 // A template, so that only the branch this slurm.h declares is compiled.
 template <class F>
 int call_kill_job_step(F kill, std::uint32_t job, std::uint32_t step) {
-  if constexpr (std::is_invocable_v<F, std::uint32_t, std::uint32_t, std::uint16_t, std::uint16_t>)
+  if constexpr (std::is_invocable_v<F, slurm_step_id_t*, std::uint16_t, std::uint16_t>) {
+    slurm_step_id_t id{};  // sluid 0, as SLURM_STEP_ID_INITIALIZER (a C compound literal)
+    id.job_id = job;
+    id.step_id = step;
+    id.step_het_comp = NO_VAL;
+    return kill(&id, SIGKILL, 0);
+  } else if constexpr (std::is_invocable_v<F, std::uint32_t, std::uint32_t, std::uint16_t, std::uint16_t>) {
     return kill(job, step, SIGKILL, 0);
-  else
+  } else {
     return kill(job, step, SIGKILL);
+  }
 }
 
 // Ends job.step on every node: "" on success, else Slurm's reason. Call only from
@@ -76,3 +85,16 @@ inline std::string end_step(std::uint32_t job, std::uint32_t step) {
 }
 
 }  // namespace gpudiag::slurm_compat
+
+// Slurm 25.05+ asks each plugin what a failing slurm_spank_init in slurmstepd means:
+// ESPANK_NODE_FAILURE (the default) drains the node, ESPANK_JOB_FAILURE fails the job. A
+// failure of gpudiag's own init (a bad config, an error of ours) is the job's problem and
+// must never take the node out of service. gpudiag's init already returns 0 in slurmstepd
+// for a bad config and fails the tasks instead (StepdSide::remote_error); this covers what
+// is left (an option that cannot be registered, an exception). Older releases have no such
+// variable: there a non-zero init return fails the step's launch.
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+extern "C" {
+int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+}
+#endif

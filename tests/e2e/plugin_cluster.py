@@ -17,6 +17,7 @@ PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
 
 class PluginClusterTest(unittest.TestCase):
     cluster_options = {}  # more SlurmCluster arguments, e.g. node_name
+    extra_conf = ()  # more slurm.conf lines, after the plugstack's
 
     @classmethod
     def setUpClass(cls):
@@ -28,7 +29,7 @@ class PluginClusterTest(unittest.TestCase):
         plugstack = os.path.join(cls.tmp, "plugstack.conf")
         with open(plugstack, "w") as f:
             f.write(f"required {PLUGIN} config={cls.config}\n")
-        cls.cluster = SlurmCluster(extra_conf=[f"PlugStackConfig={plugstack}"], **cls.cluster_options)
+        cls.cluster = SlurmCluster(extra_conf=[f"PlugStackConfig={plugstack}", *cls.extra_conf], **cls.cluster_options)
         cls.cluster.__enter__()
 
     @classmethod

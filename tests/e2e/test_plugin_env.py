@@ -3,11 +3,13 @@ nested steps, --diag validation and a broken config."""
 import json
 import os
 import re
+import subprocess
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plugin_cluster import PYTHON, PluginClusterTest  # noqa: E402
+from plugin_cluster import PLUGIN, PYTHON, PluginClusterTest  # noqa: E402
+from slurm_cluster import slurm_version  # noqa: E402
 from tagged import strip, tag_of  # noqa: E402
 
 DUMP_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k in "
@@ -154,6 +156,48 @@ class PluginEnv(PluginClusterTest):
                 f.write(good)
         self.assertTrue(all(p.poll() is None for _, p in self.cluster.procs), "a daemon died")
         self.assertEqual(len(self.envs("-n1")), 1)
+
+    def test_config_broken_only_on_the_node_fails_the_job_and_keeps_the_node(self):
+        # slurmstepd reads the plugstack and gpudiag.yaml on its own: an admin's typo that
+        # only the node sees (srun here reads a good copy, through a slurm.conf of its own)
+        # fails the job with the config's error, and never drains the node, on every
+        # release (25.05+ would drain it for a failing init: ESPANK_NODE_FAILURE).
+        good_yaml = os.path.join(self.tmp, "srun-side.yaml")
+        with open(self.config) as f:
+            good = f.read()
+        with open(good_yaml, "w") as f:
+            f.write(good)
+        good_stack = os.path.join(self.tmp, "srun-side-plugstack.conf")
+        with open(good_stack, "w") as f:
+            f.write(f"required {PLUGIN} config={good_yaml}\n")
+        srun_conf = os.path.join(self.tmp, "srun-side-slurm.conf")
+        with open(self.cluster.conf) as f:
+            conf = re.sub(r"(?m)^PlugStackConfig=.*$", f"PlugStackConfig={good_stack}", f.read())
+        with open(srun_conf, "w") as f:
+            f.write(conf)
+        marker = os.path.join(self.tmp, "ran-on-broken-node")
+        try:
+            with open(self.config, "w") as f:
+                f.write(good + "\nplugin_typo: 1\n")
+            r = self.cluster.run(["srun", "-n1", "touch", marker], check=False, cwd=self.tmp, timeout=60,
+                                 env={"SLURM_CONF": srun_conf})
+            self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("unknown key 'plugin_typo'", r.stderr)
+            self.assertFalse(os.path.exists(marker), "the program ran where gpudiag could not")
+            state = self.cluster.node_state()
+            self.assertFalse(state.startswith(("DRAIN", "DOWN", "FAIL")), f"{state}: {self.cluster.node_reason()}")
+        finally:
+            with open(self.config, "w") as f:
+                f.write(good)
+        self.assertEqual(len(self.envs("-n1")), 1)
+
+    def test_init_failure_mode_is_the_jobs_where_slurm_asks(self):
+        # Slurm 25.05+ reads slurm_spank_init_failure_mode from each plugin; gpudiag's is
+        # ESPANK_JOB_FAILURE (spank/slurm_compat.h). Older releases do not declare it.
+        major, minor = slurm_version()
+        nm = subprocess.run(["nm", "-D", "--defined-only", PLUGIN], capture_output=True, text=True, check=True).stdout
+        exported = re.search(r"(?m) [DdBb] slurm_spank_init_failure_mode$", nm) is not None
+        self.assertEqual(exported, (major, minor) >= (25, 5), nm)
 
     def test_missing_config_names_plugstack_as_the_fix(self):
         moved = self.config + ".away"

@@ -73,6 +73,19 @@ class Packages(unittest.TestCase):
                 active = [line for line in f if line.strip() and not line.lstrip().startswith("#")]
             self.assertEqual(active, [])
 
+    def test_licensed_apache_2(self):
+        # The project's LICENSE, the .deb's machine-readable copyright and the .rpm's tag agree.
+        with open(os.path.join(SOURCE, "LICENSE")) as f:
+            self.assertIn("Apache License\n                           Version 2.0", f.read())
+        with tempfile.TemporaryDirectory() as d:
+            run(["dpkg-deb", "-x", self.deb, d])
+            with open(os.path.join(d, "usr/share/doc/gpudiag/copyright")) as f:
+                text = f.read()
+        self.assertRegex(text, r"(?m)^License: Apache-2\.0$")
+        self.assertIn("/usr/share/common-licenses/Apache-2.0", text)
+        if self.rpm:
+            self.assertEqual(run(["rpm", "-qp", "--qf", "%{LICENSE}", self.rpm]).stdout, "Apache-2.0")
+
     def test_lintian_is_clean(self):
         r = run(["lintian", "--fail-on", "error,warning", self.deb])
         tags = [line for line in r.stdout.splitlines() if line[:2] in ("E:", "W:")]

@@ -31,6 +31,15 @@ nlohmann::json run_once(unsigned long long symbol_error, unsigned long long link
 
 }  // namespace
 
+TEST(EvaluateIbCounters, FirstReadIsNoBaselineWhereNothingIsKept) {
+  IbCounterFacts f = port_with(500, 7);
+  f.state_kept = false;
+  auto out = evaluate_ibcounters(f, nullptr, defaults());
+  EXPECT_EQ(out.result.status, Status::ok);
+  EXPECT_EQ(out.result.summary, "1 ports read; nothing kept to compare the next run with");
+  EXPECT_EQ(out.result.findings.at(0).message, "mlx5_0 port 1: counters read, not kept");
+}
+
 TEST(EvaluateIbCounters, FirstRunRecordsABaseline) {
   auto out = evaluate_ibcounters(port_with(500, 7), nullptr, defaults());
   EXPECT_EQ(out.result.status, Status::ok);

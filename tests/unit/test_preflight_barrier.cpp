@@ -214,3 +214,12 @@ TEST(PreflightBarrier, OnlySrunsGoStartsAProgram) {
     EXPECT_FALSE(barrier_allows_start(false, k));
   }
 }
+
+// srun --async (26.05): the step manager launches the tasks with no srun behind them, and
+// SLURM_STEP_LAUNCHER_PORT=0 says so; a port, or no variable at all, is not that.
+TEST(PreflightBarrier, OnlyALauncherPortOfZeroMeansNoSrun) {
+  EXPECT_TRUE(gpudiag::step_has_no_srun(std::string("0")));
+  EXPECT_FALSE(gpudiag::step_has_no_srun(std::string("43725")));
+  EXPECT_FALSE(gpudiag::step_has_no_srun(std::nullopt));
+  EXPECT_FALSE(gpudiag::step_has_no_srun(std::string("")));
+}

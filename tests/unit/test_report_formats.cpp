@@ -102,6 +102,22 @@ TEST(HumanFormat, ProblemsAndFixesButNotOkUnlessVerbose) {
   EXPECT_EQ(text.find('\033'), std::string::npos);
 }
 
+// Check names differ in length ("ibcounters"): statuses line up in one column, a
+// finding's status under its check's, and "fix:" under the text it explains.
+TEST(HumanFormat, ColumnsLineUp) {
+  Report r = sample(Status::critical);
+  r.node = "n";
+  CheckResult counters;
+  counters.name = "ibcounters";
+  counters.summary = "t";
+  r.add(counters);
+  const std::string text = format_human(r, false, false);
+  EXPECT_NE(text.find("\n  ib         CRITICAL s\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n             CRITICAL mlx5_3 port 1 is DOWN (phys_state Polling)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n                      fix: check the cable\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  ibcounters OK       t\n"), std::string::npos) << text;
+}
+
 // A finding may quote garbage read from sysfs or the probe; --format json must still
 // print the whole report (nlohmann throws on bytes that are not UTF-8 by default).
 TEST(JsonFormat, BytesThatAreNotUtf8DoNotLoseTheReport) {

@@ -412,6 +412,37 @@ TEST(VisibleGpus, OneCountForThePlanAndThePreflight) {
   EXPECT_EQ(count_visible_gpus(std::string(",0,,1")), 2);
 }
 
+// Slurm 26.05 can put GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices (full UUIDs,
+// and MIG instances by their own UUIDs): one entry is one GPU, whatever its form.
+TEST(VisibleGpus, UuidsCountAsIndicesDo) {
+  EXPECT_EQ(count_visible_gpus(std::string("GPU-5b7d2c3e-9f1a-4c8b-a6d2-0e3f4a5b6c7d")), 1);
+  EXPECT_EQ(count_visible_gpus(std::string("GPU-5b7d2c3e-9f1a-4c8b-a6d2-0e3f4a5b6c7d,"
+                                           "GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9")),
+            2);
+  EXPECT_EQ(count_visible_gpus(std::string("MIG-1f2e3d4c-5b6a-7980-a1b2-c3d4e5f6a7b8,"
+                                           "MIG-8b7a6958-4e3d-2c1b-0a9f-8e7d6c5b4a39")),
+            2);
+}
+
+// The plan from a step whose node shows its 4 GPUs by UUID: torchrun's processes per node
+// come from the count, LOCAL_WORLD_SIZE stays the tasks on this node (Slurm's number).
+TEST(StepPlan, UuidListGivesTheSameNprocPerNodeAsIndices) {
+  StepInputs in = step_inputs();
+  in.cfg.plugin.torchrun_env = true;
+  in.cfg.plugin.torch_env = true;
+  in.ids.local_world_size = 4;
+  in.env.cuda_visible_devices = "0,1,2,3";
+  const StepPlan by_index = plan_step(in);
+  in.env.cuda_visible_devices =
+      "GPU-5b7d2c3e-9f1a-4c8b-a6d2-0e3f4a5b6c7d,GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9,"
+      "GPU-11111111-2222-3333-4444-555555555555,GPU-66666666-7777-8888-9999-aaaaaaaaaaaa";
+  const StepPlan by_uuid = plan_step(in);
+  EXPECT_EQ(env_of(by_uuid.env, "PET_NPROC_PER_NODE"), "4");
+  EXPECT_EQ(env_of(by_uuid.env, "LOCAL_WORLD_SIZE"), "4");
+  EXPECT_EQ(env_of(by_uuid.env, "PET_NPROC_PER_NODE"), env_of(by_index.env, "PET_NPROC_PER_NODE"));
+  EXPECT_EQ(env_of(by_uuid.env, "LOCAL_WORLD_SIZE"), env_of(by_index.env, "LOCAL_WORLD_SIZE"));
+}
+
 namespace {
 
 // Gloo binds to the address its host name resolves to, and to loopback where it resolves
