@@ -180,9 +180,22 @@ struct GdrSettings {
   std::string required = "auto";
 };
 
+// The drain breaker (README "The drain breaker", ARCHITECTURE §8): how many nodes
+// gpudiag may have drained at once before `--drain` holds a CRITICAL node back.
+struct DrainSettings {
+  // Nodes drained by gpudiag in the whole cluster, this one included; nullopt: no cap.
+  std::optional<int> max_nodes = 16;
+  // Per cent of each partition this node is in, rounded up (so never below one node).
+  std::optional<int> max_share_pct = 10;
+  // A random wait up to this before counting, so that nodes deciding at once reach
+  // slurmctld one after another (and its load is spread); 0: none.
+  double jitter_s = 2;
+};
+
 struct Config {
   std::string source;  // the file it came from, or "" for built-in defaults
   HealthSettings health;
+  DrainSettings drain;
   IbExpect ib;
   AcsSettings acs;
   IommuSettings iommu;
