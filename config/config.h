@@ -180,7 +180,7 @@ struct GdrSettings {
   std::string required = "auto";
 };
 
-// The drain breaker (README "The drain breaker", ARCHITECTURE §8): how many nodes
+// The drain breaker (README "The drain breaker", ARCHITECTURE §4): how many nodes
 // gpudiag may have drained at once before `--drain` holds a CRITICAL node back.
 struct DrainSettings {
   // Nodes drained by gpudiag in the whole cluster, this one included; nullopt: no cap.

@@ -1,5 +1,5 @@
 #pragma once
-// The drain breaker (ARCHITECTURE §8, README "The drain breaker"): a bug, a bad config or
+// The drain breaker (ARCHITECTURE §4, README "The drain breaker"): a bug, a bad config or
 // a shared outage (subnet manager, fabric manager) makes every node's check fail at
 // once, and without a cap every node would drain itself. Before a node in service is
 // drained, the nodes gpudiag has drained already are counted from Slurm's own table

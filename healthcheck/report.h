@@ -56,7 +56,7 @@ struct CheckResult {
   int count(Status s) const;
 };
 
-// What --drain/--resume did about the node in Slurm (ARCHITECTURE §8), for every
+// What --drain/--resume did about the node in Slurm (ARCHITECTURE §4), for every
 // format. The status stays what the checks found: a node held back is still CRITICAL.
 struct SlurmOutcome {
   // drained, resumed, held_back (the breaker kept a CRITICAL node in service, or could

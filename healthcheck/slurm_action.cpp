@@ -29,8 +29,11 @@ ActResult held_back_because(SlurmPort& slurm, const std::string& node, const std
   return {outcome("held_back", "not drained: " + why), ""};
 }
 
-ActResult held_back(SlurmPort& slurm, const std::string& node, const BreakerVerdict& v, const std::string& prefix) {
-  ActResult r = held_back_because(slurm, node, held_back_text(node, v, prefix));
+ActResult held_back(SlurmPort& slurm, const std::string& node, const BreakerVerdict& v, const std::string& prefix,
+                    bool undone = false) {
+  std::string why = held_back_text(node, v, prefix);
+  if (undone) why = "its drain, made at the same moment as other nodes', was undone: " + why;
+  ActResult r = held_back_because(slurm, node, why);
   SlurmOutcome& o = r.outcome;
   o.cap = v.cap;
   o.count = v.count;
@@ -108,6 +111,7 @@ ActResult act_on_node(const Report& report, const Config& cfg, const std::string
   // A drain of a node in service: through the breaker. Nodes deciding at once first
   // spread out, so that most see each other's drains before counting.
   slurm.sleep(slurm.random_unit() * cfg.drain.jitter_s);
+  bool undid = false;  // this node's drain collided with others' and was undone
   for (int attempt = 1;; ++attempt) {
     auto all = slurm.show_all();
     if (!all) return cannot_count(slurm, node, all.error());
@@ -121,7 +125,7 @@ ActResult act_on_node(const Report& report, const Config& cfg, const std::string
     if (node_standing(self->state, prefix).kind != NodeStanding::in_service)
       return act_directly(report, cfg, node, opts, slurm, self->state);
     auto verdict = breaker_rule(count_drains(*all, node, prefix), cfg.drain);
-    if (!verdict.allow) return held_back(slurm, node, verdict, prefix);
+    if (!verdict.allow) return held_back(slurm, node, verdict, prefix, undid);
     const std::string reason = drain_reason(report, prefix);
     if (auto done = slurm.drain(node, reason); !done) return failed(done.error());
     // Re-count after the drain: a node that drained at the same moment shows up here,
@@ -147,9 +151,10 @@ ActResult act_on_node(const Report& report, const Config& cfg, const std::string
       return failed(fmt::format("{} (it was drained and the breaker's cap was exceeded: undo it by hand with "
                                 "scontrol update NodeName={} State=UNDRAIN)",
                                 undone.error(), replace_control(node, '?')));
+    undid = true;
     const int slot = retry_slot(over, node);
     if (slot == 0 || attempt >= kMaxTries || slot * kRetrySlotS > kMaxRetryWaitS)
-      return held_back(slurm, node, over, prefix);
+      return held_back(slurm, node, over, prefix, true);
     slurm.sleep(slot * kRetrySlotS);
   }
 }

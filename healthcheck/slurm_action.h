@@ -1,7 +1,7 @@
 #pragma once
 // What gpudiag-health does about this node in Slurm after the checks (--drain,
 // --resume), with the drain breaker in front of every drain of a node in service
-// (ARCHITECTURE §8). Slurm is reached through SlurmPort so that the sequence (count,
+// (ARCHITECTURE §4). Slurm is reached through SlurmPort so that the sequence (count,
 // drain, re-count, undo, retry) can be tested against a scripted Slurm.
 #include <string>
 #include <vector>
@@ -55,7 +55,7 @@ struct ActOptions {
   bool force = false;  // --drain --force: drain without asking the breaker
 };
 
-// A try slot after an undone drain, and the longest wait for one (ARCHITECTURE §8).
+// A try slot after an undone drain, and the longest wait for one (ARCHITECTURE §4).
 constexpr double kRetrySlotS = 1.0;
 constexpr int kMaxTries = 3;
 constexpr double kMaxRetryWaitS = 5.0;

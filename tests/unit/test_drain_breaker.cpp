@@ -385,6 +385,11 @@ TEST(BreakerSequence, ThreeAtOnceWithACapOfOne) {
     s.tables = {none, all3};
     auto r = act_on_node(sick(), capped(1), self, drain_only(), s);
     EXPECT_EQ(r.outcome.action, "held_back") << self;
+    EXPECT_EQ(r.outcome.explanation.rfind("not drained: its drain, made at the same moment as other nodes', was undone: "
+                                          "held back by the drain breaker: 2 nodes drained by gpudiag",
+                                          0),
+              0u)
+        << r.outcome.explanation;
     EXPECT_EQ(s.calls, (std::vector<std::string>{"show_all", "drain " + self + " " + kReason, "show_all",
                                                  "undrain " + self}));
     EXPECT_EQ(r.outcome.count, 2);
