@@ -6,6 +6,7 @@
 #include <map>
 
 #include "healthcheck/drain_breaker.h"
+#include "healthcheck/formats.h"
 #include "healthcheck/slurm_action.h"
 
 using namespace gpudiag;
@@ -500,4 +501,37 @@ TEST(BreakerConfig, KeysOffAndErrors) {
     EXPECT_EQ(r.error().rfind("gpudiag: t.yaml:", 0), 0u) << r.error();
     EXPECT_NE(r.error().find("drain"), std::string::npos) << r.error();
   }
+}
+
+TEST(BreakerReport, HeldBackIsCriticalInEveryFormat) {
+  Report r = sick();
+  SlurmOutcome o;
+  o.action = "held_back";
+  o.explanation = "not drained: held back by the drain breaker: ...";
+  o.cap = "drain.max_nodes";
+  o.count = 16;
+  o.limit = 16;
+  r.slurm = o;
+  auto j = report_to_json(r);
+  EXPECT_EQ(j["status"], "critical");
+  EXPECT_EQ(j["slurm"]["action"], "held_back");
+  EXPECT_EQ(j["slurm"]["breaker"]["drained"], 16);
+  EXPECT_EQ(j["slurm"]["breaker"]["limit"], 16);
+  auto prom = format_prometheus(r);
+  EXPECT_NE(prom.find("gpudiag_status 2\n"), std::string::npos);
+  EXPECT_NE(prom.find("# TYPE gpudiag_drain_held_back gauge\ngpudiag_drain_held_back 1\n"), std::string::npos) << prom;
+  EXPECT_NE(prom.find("gpudiag_drain_breaker_drained{cap=\"drain.max_nodes\"} 16\n"), std::string::npos) << prom;
+  EXPECT_NE(prom.find("gpudiag_drain_breaker_limit{cap=\"drain.max_nodes\"} 16\n"), std::string::npos) << prom;
+  EXPECT_EQ(format_nhc(r).rfind("gpudiag: mlx5_3 port 1 is DOWN", 0), 0u);
+  EXPECT_NE(format_human(r, false, false).find("CRITICAL"), std::string::npos);
+  // Drained, or no --drain at all: 0, or no series.
+  r.slurm->action = "drained";
+  r.slurm->limit = 0;
+  prom = format_prometheus(r);
+  EXPECT_NE(prom.find("gpudiag_drain_held_back 0\n"), std::string::npos);
+  EXPECT_EQ(prom.find("gpudiag_drain_breaker_limit"), std::string::npos);
+  EXPECT_FALSE(report_to_json(r)["slurm"].contains("breaker"));
+  r.slurm.reset();
+  EXPECT_EQ(format_prometheus(r).find("gpudiag_drain_held_back"), std::string::npos);
+  EXPECT_FALSE(report_to_json(r).contains("slurm"));
 }
