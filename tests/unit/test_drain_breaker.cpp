@@ -39,6 +39,67 @@ NodeName=n3 Arch=x86_64 CoresPerSocket=1
 
 )";
 
+// Real output of the multi-node test cluster (22.05): n1 drained by gpudiag, n3 DOWN by
+// an admin, n2 in service with a comment.
+const char* kRealEveryNode = R"(NodeName=n1 Arch=x86_64 CoresPerSocket=1 
+   CPUAlloc=0 CPUEfctv=16 CPUTot=16 CPULoad=14.53
+   AvailableFeatures=(null)
+   ActiveFeatures=(null)
+   Gres=(null)
+   NodeAddr=n1 NodeHostName=n1 Version=22.05.8
+   OS=Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0 
+   RealMemory=1 AllocMem=0 FreeMem=5501 Sockets=16 Boards=1
+   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=debug 
+   BootTime=2026-11-26T05:38:05 SlurmdStartTime=2026-11-26T06:18:17
+   LastBusyTime=2026-11-26T06:18:17
+   CfgTRES=cpu=16,mem=1M,billing=16
+   AllocTRES=
+   CapWatts=n/a
+   CurrentWatts=0 AveWatts=0
+   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s
+   Reason=gpudiag: mlx5_3 port 1 is DOWN (phys_state Polling) [root@2026-11-26T06:18:17]
+
+NodeName=n2 Arch=x86_64 CoresPerSocket=1 
+   CPUAlloc=0 CPUEfctv=16 CPUTot=16 CPULoad=14.53
+   AvailableFeatures=(null)
+   ActiveFeatures=(null)
+   Gres=(null)
+   NodeAddr=n2 NodeHostName=n2 Version=22.05.8
+   OS=Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0 
+   RealMemory=1 AllocMem=0 FreeMem=5501 Sockets=16 Boards=1
+   State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=debug 
+   BootTime=2026-11-26T05:38:05 SlurmdStartTime=2026-11-26T06:18:17
+   LastBusyTime=2026-11-26T06:18:17
+   CfgTRES=cpu=16,mem=1M,billing=16
+   AllocTRES=
+   CapWatts=n/a
+   CurrentWatts=0 AveWatts=0
+   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s
+   Comment=rack 7
+
+NodeName=n3 Arch=x86_64 CoresPerSocket=1 
+   CPUAlloc=0 CPUEfctv=16 CPUTot=16 CPULoad=14.53
+   AvailableFeatures=(null)
+   ActiveFeatures=(null)
+   Gres=(null)
+   NodeAddr=n3 NodeHostName=n3 Version=22.05.8
+   OS=Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0 
+   RealMemory=1 AllocMem=0 FreeMem=5501 Sockets=16 Boards=1
+   State=DOWN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=debug 
+   BootTime=2026-11-26T05:38:05 SlurmdStartTime=2026-11-26T06:18:17
+   LastBusyTime=2026-11-26T06:18:17
+   CfgTRES=cpu=16,mem=1M,billing=16
+   AllocTRES=
+   CapWatts=n/a
+   CurrentWatts=0 AveWatts=0
+   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s
+   Reason=admin: replacing PSU [root@2026-11-26T06:18:17]
+
+)";
+
 SlurmNodeRecord rec(const std::string& name, const std::string& state, const std::string& reason,
                     std::vector<std::string> partitions = {"p"}) {
   SlurmNodeRecord r;
@@ -93,6 +154,21 @@ TEST(ScontrolNodes, EveryRecordFieldByField) {
   EXPECT_EQ((*all)[1].state.reason, "");
   EXPECT_EQ((*all)[2].partitions, (std::vector<std::string>{"debug"}));
   EXPECT_EQ((*all)[2].state.base, "DOWN");
+}
+
+TEST(ScontrolNodes, RealOutputOfEveryNode) {
+  auto all = parse_scontrol_nodes(kRealEveryNode);
+  ASSERT_TRUE(all) << all.error();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[2].name, "n3");
+  EXPECT_EQ((*all)[2].state.reason, "admin: replacing PSU");
+  auto c = count_drains(*all, "n2", "gpudiag:");
+  EXPECT_EQ(c.cluster.drained, (std::vector<std::string>{"n1"}));
+  ASSERT_EQ(c.partitions.size(), 1u);
+  EXPECT_EQ(c.partitions[0].partition, "debug");
+  EXPECT_EQ(c.partitions[0].size, 3);
+  EXPECT_FALSE(breaker_rule(c, caps(1, std::nullopt)).allow);
+  EXPECT_TRUE(breaker_rule(c, caps(2, std::nullopt)).allow);
 }
 
 TEST(ScontrolNodes, ANodeNamedTwiceIsRefused) {
