@@ -122,7 +122,7 @@ bool SlurmNodeState::has(std::string_view flag) const {
 
 namespace {
 
-// One node's lines, parsed as the layout above says. `fail` prefixes errors.
+// One node's lines, parsed as the layout above says; `error` says why not.
 struct ParsedRecord {
   std::string error;
   std::string name;
@@ -166,7 +166,7 @@ ParsedRecord parse_record(std::string_view text) {
     out.error = "no State= in its output";
     return out;
   }
-  out.name = f.values.find("NodeName")->second;
+  if (auto n = f.values.find("NodeName"); n != f.values.end()) out.name = n->second;
   out.state.state = state->second;
   split_state(out.state);
   if (auto r = f.values.find("Reason"); r != f.values.end()) out.state.reason = reason_first_line(r->second);
