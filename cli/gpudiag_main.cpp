@@ -3,7 +3,9 @@
 // a running job, what the hang watchdog writes: each process's tree, state, wchan and
 // stacks. It runs one task per node inside the job (srun --overlap --jobid), so no
 // ssh and no privileges are needed; there each task runs `gpudiag stacks --local`,
-// which takes the job's processes from Slurm (scontrol listpids).
+// which takes the job's processes from Slurm (scontrol listpids). srun runs as a child
+// that holds none of our terminal or files (util/spawn_child.h); this process copies its
+// output, control bytes escaped (util/attached_child.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,7 @@
 #include "stacks/job_nodes.h"
 #include "stacks/job_owner.h"
 #include "stacks/step_processes.h"
+#include "util/attached_child.h"
 
 extern char** environ;
 
@@ -60,6 +64,12 @@ int local_report(const gpudiag::StepId& id, double timeout) {
 // Variables from a job's environment (SLURM_NTASKS, SLURM_MEM_PER_CPU, SLURM_GPUS_PER_TASK,
 // ...) are srun options in disguise: inside an allocation they would make the stacks step
 // ask for the job's tasks, memory and GPUs, and be refused or wait behind the job.
+std::vector<std::string> environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
 void drop_slurm_inputs() {
   std::vector<std::string> names;
   for (char** e = environ; *e; ++e) {
@@ -106,6 +116,8 @@ int main(int argc, char** argv) {
   }
   if (local) return local_report(*id, timeout);
   std::string self = self_path(argv[0]);
+  // Root runs srun as the job's owner, and that srun gets nothing of root's (issue 30).
+  std::optional<gpudiag::ChildUser> owner_side;
   if (::geteuid() == 0) {
     auto owner = gpudiag::job_owner(id->job, kSlurmTimeout);
     if (!owner) {
@@ -113,11 +125,12 @@ int main(int argc, char** argv) {
       return 3;
     }
     if (*owner != 0) {
-      auto became = gpudiag::become_user(*owner);
-      if (!became) {
-        std::cerr << became.error() << ": run gpudiag stacks as the job's owner instead\n";
+      auto creds = gpudiag::owner_credentials(*owner, environment());
+      if (!creds) {
+        std::cerr << creds.error() << ": run gpudiag stacks as the job's owner instead\n";
         return 3;
       }
+      owner_side = *creds;
     }
   }
   drop_slurm_inputs();
@@ -132,10 +145,20 @@ int main(int argc, char** argv) {
                                    "--ntasks-per-node=1",
                                    "--gres=none", "--mem=0", "--chdir=/", "--quiet", self, "stacks", "--local",
                                    "--tool-timeout=" + std::to_string(static_cast<int>(timeout)), job};
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  ::execvp("srun", cargs.data());
-  std::cerr << "gpudiag: cannot run srun: " << std::strerror(errno) << ": is Slurm's client installed and on PATH?\n";
-  return 3;
+  std::cout.flush();
+  auto ran = gpudiag::run_attached(args, owner_side ? &*owner_side : nullptr, STDOUT_FILENO, STDERR_FILENO);
+  if (!ran.started) {
+    // spawn_child names the step that failed: the exec (srun not found) or the switch.
+    const bool exec = ran.error.rfind("exec:", 0) == 0 || ran.error.rfind("srun:", 0) == 0;
+    std::cerr << "gpudiag: cannot run srun"
+              << (owner_side ? " as the job's owner (uid " + std::to_string(owner_side->uid) + ")" : std::string())
+              << ": " << ran.error
+              << (exec ? ": is Slurm's client installed and on PATH?\n" : ": run gpudiag stacks as the job's owner instead\n");
+    return 3;
+  }
+  if (ran.signal) {
+    std::cerr << "gpudiag: srun was ended by signal " << ran.signal << " (" << strsignal(ran.signal) << ")\n";
+    return 128 + ran.signal;
+  }
+  return ran.exit_code;
 }

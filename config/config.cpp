@@ -168,14 +168,47 @@ void read_health(const Reader& r, const YAML::Node& n, HealthSettings& h) {
   if (n["state_dir"]) h.state_dir = r.absolute_path(n["state_dir"], "health.state_dir");
 }
 
+// The kernel's three words for a port's link layer ("Unknown": EFA and other providers
+// that report none).
+const std::vector<std::string> kLinkLayers = {"InfiniBand", "Ethernet", "Unknown"};
+
+void read_role_expect(const Reader& r, const YAML::Node& n, const std::string& key, RoleExpect& e) {
+  r.require_map(n, key);
+  r.only_keys(n, key + ".", {"rate_gbps", "link_layer"});
+  if (n["rate_gbps"]) e.rate_gbps = r.numeric(n["rate_gbps"], key + ".rate_gbps", 1.0, 100000.0);
+  if (n["link_layer"]) e.link_layer = r.one_of(n["link_layer"], key + ".link_layer", kLinkLayers);
+}
+
+void read_roles(const Reader& r, const YAML::Node& n, std::vector<RoleRule>& out) {
+  if (!n.IsSequence()) r.fail(n, "'ib.roles' must be a list of {hca, netdev, port, role} entries");
+  for (const auto& item : n) {
+    r.require_map(item, "ib.roles[]");
+    r.only_keys(item, "ib.roles[].", {"hca", "netdev", "port", "role"});
+    RoleRule rule;
+    rule.line = item.Mark().line + 1;
+    if (item["hca"]) rule.hca = r.scalar(item["hca"], "ib.roles[].hca");
+    if (item["netdev"]) rule.netdev = r.scalar(item["netdev"], "ib.roles[].netdev");
+    if (item["port"]) rule.port = r.numeric(item["port"], "ib.roles[].port", 1, 255);
+    if (rule.hca.empty() && rule.netdev.empty()) r.fail(item, "an 'ib.roles' entry needs hca or netdev (a pattern)");
+    if (!item["role"]) r.fail(item, "an 'ib.roles' entry needs a role (" + join(port_role_names()) + ")");
+    const std::string role = r.one_of(item["role"], "ib.roles[].role", port_role_names());
+    for (PortRole p : {PortRole::fabric, PortRole::storage, PortRole::frontend, PortRole::unused})
+      if (role_name(p) == role) rule.role = p;
+    out.push_back(rule);
+  }
+}
+
 void read_ib(const Reader& r, const YAML::Node& n, IbExpect& ib) {
   r.require_map(n, "ib");
-  r.only_keys(n, "ib.", {"hcas", "count", "rate_gbps", "link_layer", "exclude"});
+  r.only_keys(n, "ib.", {"hcas", "count", "rate_gbps", "link_layer", "exclude", "roles", "storage", "frontend"});
   if (n["hcas"]) ib.hcas = r.list(n["hcas"], "ib.hcas");
   if (n["count"]) ib.count = r.numeric(n["count"], "ib.count", 0, 1024);
   if (n["rate_gbps"]) ib.rate_gbps = r.numeric(n["rate_gbps"], "ib.rate_gbps", 1.0, 100000.0);
-  if (n["link_layer"]) ib.link_layer = r.one_of(n["link_layer"], "ib.link_layer", {"InfiniBand", "Ethernet"});
+  if (n["link_layer"]) ib.link_layer = r.one_of(n["link_layer"], "ib.link_layer", kLinkLayers);
   if (n["exclude"]) ib.exclude = r.list(n["exclude"], "ib.exclude");
+  if (n["roles"]) read_roles(r, n["roles"], ib.roles);
+  if (n["storage"]) read_role_expect(r, n["storage"], "ib.storage", ib.storage);
+  if (n["frontend"]) read_role_expect(r, n["frontend"], "ib.frontend", ib.frontend);
 }
 
 // A byte size such as 1G or 256M within [lo, hi].
@@ -397,6 +430,23 @@ unsigned long long IbCounterSettings::max_growth_for(const std::string& counter)
   for (const auto& [name, v] : max_growth)
     if (name == counter) return v;
   return 0;
+}
+
+const std::vector<std::string>& port_role_names() {
+  static const std::vector<std::string> kNames = {"fabric", "storage", "frontend", "unused"};
+  return kNames;
+}
+
+std::string role_name(PortRole r) { return port_role_names().at(static_cast<std::size_t>(r)); }
+
+RoleExpect IbExpect::expect_for(PortRole r) const {
+  switch (r) {
+    case PortRole::fabric: return {rate_gbps, link_layer};
+    case PortRole::storage: return storage;
+    case PortRole::frontend: return frontend;
+    case PortRole::unused: return {};
+  }
+  return {};
 }
 
 std::string policy_name(Policy p) {

@@ -18,14 +18,44 @@ constexpr const char* kDefaultConfigPath = "/etc/gpudiag/gpudiag.yaml";
 enum class Policy { critical, warning, ignore };
 std::string policy_name(Policy p);
 
+// What an RDMA port is for. The GPU fabric carries NCCL's traffic (the devices nearest
+// the GPUs); storage and front-end ports carry other traffic at their own speeds; an
+// unused port is not cabled on purpose and is never expected up.
+enum class PortRole { fabric, storage, frontend, unused };
+// "fabric", "storage", "frontend", "unused": the names the config, the reports and the
+// metrics use.
+const std::vector<std::string>& port_role_names();
+std::string role_name(PortRole r);
+
+// ib.roles: one entry says the role of the ports it matches, where the node cannot tell.
+// `hca` and `netdev` are fnmatch patterns on the RDMA device and its network interfaces;
+// `port` narrows to one port. The first entry that matches wins.
+struct RoleRule {
+  std::string hca, netdev;
+  std::optional<int> port;
+  PortRole role = PortRole::fabric;
+  int line = 0;  // in the config, for messages
+};
+
+// Expectations of the ports of one role.
+struct RoleExpect {
+  std::optional<double> rate_gbps;        // minimum port rate
+  std::optional<std::string> link_layer;  // "InfiniBand", "Ethernet" or "Unknown" (EFA)
+};
+
 struct IbExpect {
   // Expected HCAs: exact names ("mlx5_0") or fnmatch patterns ("mlx5_[0-7]"). Empty:
   // every HCA that is not excluded is checked, and none is required.
   std::vector<std::string> hcas;
   std::optional<int> count;          // how many HCAs must match `hcas` (or exist)
-  std::optional<double> rate_gbps;   // minimum port rate
-  std::optional<std::string> link_layer;  // "InfiniBand" or "Ethernet"
+  std::optional<double> rate_gbps;   // minimum rate of a GPU-fabric port
+  std::optional<std::string> link_layer;  // of the GPU-fabric ports: InfiniBand, Ethernet or Unknown
   std::vector<std::string> exclude;  // patterns never checked (bonds, management HCAs)
+  std::vector<RoleRule> roles;       // ib.roles
+  RoleExpect storage, frontend;      // ib.storage, ib.frontend
+  // The expectations of a role: the fabric's are rate_gbps/link_layer above; an unused
+  // port has none.
+  RoleExpect expect_for(PortRole r) const;
 };
 
 struct AcsSettings {

@@ -5,6 +5,7 @@
 #include "nccllog/nccl_log_line.h"
 #include "nccllog/nccl_log_problems.h"
 #include "nccllog/nccl_log_report.h"
+#include "util/control_bytes.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   gpudiag::NcclLogAnalyzer a;
@@ -16,7 +17,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto analysis = a.finish();
   auto problems = gpudiag::diagnose(analysis, {"node1"});
   (void)gpudiag::format_nccl_report(analysis, problems);
-  (void)gpudiag::nccl_report_json_text(analysis, problems);  // what --json prints
+  // What --json prints: no control byte but the JSON's own newlines (issue 30).
+  const std::string json = gpudiag::nccl_report_json_text(analysis, problems);
+  for (std::size_t i = 0; i < json.size(); ++i)
+    GPUDIAG_FUZZ_CHECK(gpudiag::control_length(json, i) == 0 || json[i] == '\n');
   auto line = gpudiag::nccl_summary_line(analysis, problems);
   GPUDIAG_FUZZ_CHECK(line.find('\n') == std::string::npos);
   return 0;

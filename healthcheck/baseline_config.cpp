@@ -6,6 +6,7 @@
 #include <cctype>
 #include <map>
 
+#include "healthcheck/port_roles.h"
 #include "util/control_bytes.h"
 #include "util/name_patterns.h"
 
@@ -93,7 +94,26 @@ void write_ib(std::string& o, const Baseline& b, const BaselineFacts& f) {
     if (b.ib.count) o += fmt::format("  count: {}\n", *b.ib.count);
     if (b.ib.rate_gbps) o += "  rate_gbps: " + num(*b.ib.rate_gbps) + "  # the lowest active port's rate\n";
     else o += "  # rate_gbps: no port is up here to read a rate from\n";
-    if (b.ib.link_layer) o += "  link_layer: " + *b.ib.link_layer + "\n";
+    if (b.ib.link_layer)
+      o += "  link_layer: " + *b.ib.link_layer +
+           (*b.ib.link_layer == "Unknown" ? "  # what EFA's driver always reports\n" : "\n");
+    if (!b.roles.empty()) {
+      o += "  # The ports this node does not take for the GPU fabric (the RDMA devices nearest the\n"
+           "  # GPUs, which rate_gbps and link_layer above are for). Every other port is the fabric.\n";
+      o += "  roles:\n";
+      for (const auto& r : b.roles) {
+        o += "    - {hca: " + q(r.hca);
+        if (r.port) o += fmt::format(", port: {}", *r.port);
+        o += ", role: " + role_name(r.role) + "}  # " + one_line(r.note) + "\n";
+      }
+    }
+    for (PortRole role : {PortRole::storage, PortRole::frontend}) {
+      const RoleExpect& e = role == PortRole::storage ? b.ib.storage : b.ib.frontend;
+      if (!e.rate_gbps && !e.link_layer) continue;
+      o += "  " + role_name(role) + ":\n";
+      if (e.rate_gbps) o += "    rate_gbps: " + num(*e.rate_gbps) + "  # the lowest active " + role_name(role) + " port's rate\n";
+      if (e.link_layer) o += "    link_layer: " + *e.link_layer + "\n";
+    }
   }
   if (!b.auto_excluded.empty())
     o += "  # " + list(b.auto_excluded) + ": bonded host-network devices, not the GPU fabric.\n";
@@ -222,35 +242,71 @@ Baseline derive_baseline(const BaselineFacts& f, const Config& loaded) {
   }
   if (f.ib.class_present) b.ib.count = static_cast<int>(fabric.size());
 
-  std::map<std::string, std::vector<std::string>> by_layer;
-  double best_rate = 0;
+  // Per role: the lowest up port's rate is the floor, the link layer most ports have is
+  // expected; a port below its role's best, or of another layer, is a doubt.
+  struct RoleFacts {
+    std::map<std::string, std::vector<std::string>> by_layer;
+    std::optional<double> lowest;
+    double best = 0;
+  };
+  std::map<PortRole, RoleFacts> per_role;
+  std::vector<std::string> fabric_nics;  // the HCAs the PCIe NIC floors come from
   for (const auto* hca : fabric) {
     if (!hca->error.empty()) b.doubts.push_back(fmt::format("{}: cannot list its ports: {}", hca->name, hca->error));
+    std::optional<PortRole> device_role;
+    bool one_role = true;
     for (const auto& p : hca->ports) {
+      const RoleOf role = role_of(f.roles, p.subject());
+      if (device_role && *device_role != role.role) one_role = false;
+      device_role = role.role;
+      if (role.role == PortRole::fabric &&
+          std::find(fabric_nics.begin(), fabric_nics.end(), hca->name) == fabric_nics.end())
+        fabric_nics.push_back(hca->name);
+      if (role.role == PortRole::unused) continue;
       if (!p.is_up()) {
         b.doubts.push_back(fmt::format("{} is not up ({})", p.subject(),
                                        p.state ? p.state->name : std::string("state unreadable")));
         continue;
       }
-      if (p.link_layer) by_layer[*p.link_layer].push_back(p.subject());
+      RoleFacts& rf = per_role[role.role];
+      if (p.link_layer) rf.by_layer[*p.link_layer].push_back(p.subject());
       if (!p.rate_gbps) continue;
-      best_rate = std::max(best_rate, *p.rate_gbps);
-      if (!b.ib.rate_gbps || *p.rate_gbps < *b.ib.rate_gbps) b.ib.rate_gbps = *p.rate_gbps;
+      rf.best = std::max(rf.best, *p.rate_gbps);
+      if (!rf.lowest || *p.rate_gbps < *rf.lowest) rf.lowest = *p.rate_gbps;
+    }
+    // What the node does not take for the fabric is written down, with why.
+    for (const auto& p : hca->ports) {
+      const RoleOf role = role_of(f.roles, p.subject());
+      if (role.role == PortRole::fabric && !role.from_config) continue;
+      std::string note = role.from_config ? "from the loaded config" : role.why;
+      if (role.role == PortRole::unused)
+        note = fmt::format("{} ({}) here: {}; left out, not expected up", p.state ? p.state->name : "state unreadable",
+                           p.phys_state ? p.phys_state->name : "phys_state unreadable",
+                           role.from_config ? "from the loaded config" : "no link partner, not cabled");
+      if (one_role && hca->ports.size() == 1) b.roles.push_back({hca->name, std::nullopt, role.role, note});
+      else b.roles.push_back({hca->name, p.number, role.role, note});
     }
   }
-  for (const auto* hca : fabric)
-    for (const auto& p : hca->ports)
-      if (p.is_up() && p.rate_gbps && *p.rate_gbps < best_rate)
-        b.doubts.push_back(fmt::format("{} runs at {} where its siblings reach {} Gb/sec", p.subject(), p.rate_text,
-                                       num(best_rate)));
-  // The link layer most ports have; a minority is what looks wrong.
-  std::size_t most = 0;
-  for (const auto& [layer, ports] : by_layer)
-    if (ports.size() > most) most = ports.size(), b.ib.link_layer = layer;
-  for (const auto& [layer, ports] : by_layer)
-    if (layer != b.ib.link_layer)
-      for (const auto& port : ports)
-        b.doubts.push_back(fmt::format("{} is {} where its siblings are {}", port, layer, *b.ib.link_layer));
+  for (auto& [role, rf] : per_role) {
+    RoleExpect e;
+    e.rate_gbps = rf.lowest;
+    for (const auto* hca : fabric)
+      for (const auto& p : hca->ports)
+        if (role_of(f.roles, p.subject()).role == role && p.is_up() && p.rate_gbps && *p.rate_gbps < rf.best)
+          b.doubts.push_back(fmt::format("{} runs at {} where its siblings reach {} Gb/sec", p.subject(), p.rate_text,
+                                         num(rf.best)));
+    // The link layer most ports have; a minority is what looks wrong.
+    std::size_t most = 0;
+    for (const auto& [layer, ports] : rf.by_layer)
+      if (ports.size() > most) most = ports.size(), e.link_layer = layer;
+    for (const auto& [layer, ports] : rf.by_layer)
+      if (layer != e.link_layer)
+        for (const auto& port : ports)
+          b.doubts.push_back(fmt::format("{} is {} where its siblings are {}", port, layer, *e.link_layer));
+    if (role == PortRole::fabric) b.ib.rate_gbps = e.rate_gbps, b.ib.link_layer = e.link_layer;
+    if (role == PortRole::storage) b.ib.storage = e;
+    if (role == PortRole::frontend) b.ib.frontend = e;
+  }
 
   // Less than the loaded config expects is a node below what the site has seen before.
   if (loaded.ib.count && b.ib.count && *b.ib.count < *loaded.ib.count)
@@ -291,9 +347,12 @@ Baseline derive_baseline(const BaselineFacts& f, const Config& loaded) {
   b.iommu_mode = f.iommu_mode;
   for (const auto& e : f.iommu_errors) b.doubts.push_back("IOMMU state: " + e);
 
+  // The NIC floors are the GPU fabric's: a front-end card of another model (a Gen4
+  // ConnectX-6 Dx beside Gen5 ConnectX-7s) would otherwise lower them for all, and the
+  // pcie check holds no card to more than it can do.
   std::vector<PcieLinkFact> nics;
   for (const auto& l : f.hca_links)
-    if (std::find(b.ib.hcas.begin(), b.ib.hcas.end(), l.name) != b.ib.hcas.end()) nics.push_back(l);
+    if (std::find(fabric_nics.begin(), fabric_nics.end(), l.name) != fabric_nics.end()) nics.push_back(l);
   auto width = [](const PcieLinkFact& l) { return l.width; };
   auto speed = [](const PcieLinkFact& l) { return l.speed_gts; };
   b.pcie.gpu_width = lowest<int>(f.gpu_links, width);

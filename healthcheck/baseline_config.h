@@ -18,8 +18,18 @@ struct PcieFloors {
   std::optional<double> gpu_speed, nic_speed;
 };
 
+// A port whose role --baseline writes into ib.roles: every one the node itself does not
+// take for the GPU fabric, so that a copy agrees whatever state the port is in there.
+struct RecordedRole {
+  std::string hca;
+  std::optional<int> port;  // absent: every port of the device
+  PortRole role = PortRole::fabric;
+  std::string note;  // why, for the comment
+};
+
 struct Baseline {
-  IbExpect ib;
+  IbExpect ib;  // ib.rate_gbps/link_layer: the GPU fabric's; ib.storage/frontend: theirs
+  std::vector<RecordedRole> roles;
   std::vector<std::string> auto_excluded;  // patterns added for bonded host-network HCAs
   std::optional<int> gpu_count;
   std::string gpu_model;  // a pattern such as "*H100*"; empty when the driver was not asked

@@ -41,6 +41,7 @@ BaselineFacts gather_baseline_facts(const CheckContext& ctx) {
   f.ib = discover_ib(ctx.fs);
   PciInventory pci = discover_pci(ctx.fs);
   f.pci_error = pci.error;
+  f.roles = port_roles(f.ib, pci.error.empty() ? &pci : nullptr, ctx.cfg.ib);
   for (const auto& dev : pci.devices) {
     if (!dev.is_nvidia_gpu()) continue;
     ++f.pci_gpus;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "healthcheck/check_context.h"
+#include "healthcheck/port_roles.h"
 #include "nodeinfo/ib_discovery.h"
 
 namespace gpudiag {
@@ -22,6 +23,7 @@ struct PcieLinkFact {
 struct BaselineFacts {
   std::string host;  // the node's short name, from the (rooted) kernel
   IbInventory ib;
+  PortRoles roles;  // what each port is for, as the ib check tells it (with the loaded ib.roles)
   std::string pci_error;  // PCI devices could not be listed
   int pci_gpus = 0;
   std::vector<PcieLinkFact> gpu_links;

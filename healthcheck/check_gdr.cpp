@@ -19,6 +19,11 @@ const char* kPeermemFix =
     "load it with `modprobe nvidia_peermem` and add it to /etc/modules-load.d/; or run NVIDIA's open kernel "
     "module >= 515 on Linux >= 5.12, which NCCL >= 2.19 uses through dma-buf";
 
+const char* kEfaFix =
+    "install the efa driver from the EFA installer (its build carries a `g` in /sys/module/efa/version) and load the "
+    "NVIDIA driver before it (`modprobe -r efa && modprobe efa`), so that /sys/class/infiniband/*/device/gdr reads 1; "
+    "or run NVIDIA's open kernel module >= 515 on Linux >= 5.12 for dma-buf";
+
 std::string kernel_text_of(const std::optional<KernelRelease>& k) {
   return k ? "Linux " + std::to_string(k->major) + "." + std::to_string(k->minor) : "an unknown kernel";
 }
@@ -28,6 +33,27 @@ std::string judge_path(const GpuDirectFacts& f, Status missing, CheckResult& out
   if (f.peermem) {
     out.add({"nvidia_peermem", Status::ok, "nvidia_peermem is loaded: GPUDirect RDMA is available", ""});
     return "GPUDirect RDMA through nvidia_peermem";
+  }
+  // Every RDMA NIC is EFA: the out-of-tree efa driver maps GPU memory itself.
+  std::string efa_note;
+  if (f.efa_nics > 0 && f.efa_nics == f.rdma_nics) {
+    const std::string version = f.efa_version ? *f.efa_version : std::string();
+    const bool gdr_build = !version.empty() && version.back() == 'g';
+    if (f.efa_gdr_on == f.efa_nics || (gdr_build && f.efa_gdr_on + f.efa_gdr_off == 0)) {
+      out.add({"efa", Status::ok,
+               fmt::format("nvidia_peermem is not loaded; GPUDirect RDMA goes through the efa driver's own "
+                           "peer-memory path (efa {}{})",
+                           version.empty() ? "version unknown" : version,
+                           f.efa_gdr_on ? fmt::format(", gdr 1 on {} device(s)", f.efa_gdr_on) : ""),
+               ""});
+      return "GPUDirect RDMA through the efa driver";
+    }
+    efa_note = f.efa_gdr_off
+                   ? fmt::format("; the efa driver {} reports gdr 0 on {} of {} device(s): it found no NVIDIA p2p "
+                                 "symbols",
+                                 version.empty() ? "(version unknown)" : version, f.efa_gdr_off, f.efa_nics)
+                   : fmt::format("; the efa driver ({}) has no GPUDirect path",
+                                 version.empty() ? "in-tree, no version file" : version);
   }
   if (!f.driver_loaded) {
     out.add({"nvidia_peermem", missing,
@@ -59,9 +85,9 @@ std::string judge_path(const GpuDirectFacts& f, Status missing, CheckResult& out
       node += fmt::format(" with the {} kernel module {}", driver->open_module ? "open" : "proprietary", driver->version);
     out.add({"nvidia_peermem", missing,
              fmt::format("GPUDirect RDMA is unavailable: nvidia_peermem is not loaded, and dma-buf needs Linux "
-                         ">= 5.12 with NVIDIA's open kernel module >= 515 (this node: {})",
-                         node),
-             kPeermemFix});
+                         ">= 5.12 with NVIDIA's open kernel module >= 515 (this node: {}){}",
+                         node, efa_note),
+             efa_note.empty() ? std::string(kPeermemFix) : std::string(kEfaFix)});
     return "no GPUDirect RDMA";
   }
   const std::string why = !f.kernel_release ? f.kernel_release.error()

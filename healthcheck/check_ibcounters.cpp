@@ -88,9 +88,10 @@ IbCounterOutcome evaluate_ibcounters(const IbCounterFacts& f, const nlohmann::js
     out.state = {{"ports", ports}};
     return out;
   }
-  int baselined = 0, reset = 0, grew = 0, compared = 0;
+  int baselined = 0, reset = 0, grew = 0, compared = 0, uncounted = 0;
   for (const auto& p : f.ports) {
     if (!p.error.empty()) {
+      ++uncounted;
       r.add({p.subject(), Status::ok, fmt::format("{} port {}: no error counters: {}", p.hca, p.port, p.error), ""});
       continue;
     }
@@ -107,7 +108,7 @@ IbCounterOutcome evaluate_ibcounters(const IbCounterFacts& f, const nlohmann::js
     }
     for (const auto& [name, v] : p.hw_values)
       r.metrics.push_back({"gpudiag_ib_port_hw_counter",
-                           "An mlx5 hw_counters value (RDMA transport) as the kernel reports it.",
+                           "A driver's hw_counters value as the kernel reports it (mlx5: RDMA transport; efa: traffic and drops).",
                            {{"hca", p.hca}, {"port", std::to_string(p.port)}, {"counter", name}},
                            static_cast<double>(v)});
     ports[p.subject()] = now;
@@ -130,6 +131,8 @@ IbCounterOutcome evaluate_ibcounters(const IbCounterFacts& f, const nlohmann::js
   if (grew) parts.push_back(fmt::format("{} counters grew too much", grew));
   if (reset) parts.push_back(fmt::format("{} reset", reset));
   if (baselined) parts.push_back(fmt::format("baseline recorded for {} ports", baselined));
+  // EFA has no PMA counters/ directory: only its hw_counters, exported above.
+  if (uncounted) parts.push_back(fmt::format("{} ports without error counters", uncounted));
   r.summary = join(parts);
   out.state = {{"ports", ports}};
   return out;

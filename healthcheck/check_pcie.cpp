@@ -161,6 +161,11 @@ CheckResult evaluate_pcie(const PcieFacts& facts, const PcieSettings& cfg) {
     } else {
       if (floor.width) want_w = *floor.width;
       if (floor.speed) want_s = *floor.speed;
+      // The NIC floors are the GPU fabric's (what --baseline reads): a card of another
+      // role and model (a Gen4 front-end NIC beside Gen5 fabric NICs) is held to no more
+      // than it can do.
+      if (d.kind == Kind::nic && l.max_width && floor.width) want_w = std::min(want_w, *l.max_width);
+      if (d.kind == Kind::nic && l.max_speed && floor.speed) want_s = std::min(want_s, *l.max_speed);
     }
 
     double judged_speed = *l.speed;

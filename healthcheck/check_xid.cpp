@@ -88,7 +88,7 @@ XidOutcome evaluate_xid(const XidFacts& f, const nlohmann::json& previous, const
   for (const auto& rec : log.records) {
     last_seq = std::max(last_seq, rec.seq);
     if (w.since_last_run && rec.seq <= w.after_seq) continue;
-    auto e = parse_xid_message(rec.message);
+    auto e = parse_xid_record(rec);
     if (!e) continue;
     auto& s = seen[{e->gpu, e->xid}];
     ++s.count;

@@ -83,7 +83,7 @@ int run(int argc, char** argv) {
   std::string config_path, fs_root = "/", checks_arg, format = "human", node;
   std::string output_path, state_dir;
   bool quick = false, verbose = false, drain = false, resume = false, baseline = false, force = false;
-  double timeout = 0;
+  double timeout = 0, write_timeout = gpudiag::kFileTimeoutS;
   app.add_option("--config", config_path, "config file (default: /etc/gpudiag/gpudiag.yaml if it exists)");
   app.add_option("--fs-root", fs_root, "read /sys and /proc under DIR instead of / (fixtures, containers)");
   app.add_option("--checks", checks_arg, "comma list of checks: " + gpudiag::known_checks_text());
@@ -105,6 +105,10 @@ int run(int argc, char** argv) {
   app.add_option("--state-dir", state_dir,
                  "where xid and ibcounters remember the last run (default: health.state_dir, /var/lib/gpudiag; "
                  "none under --fs-root)");
+  app.add_option("--write-timeout", write_timeout,
+                 "seconds a write of --output or the run state may take before it is given up (a hung NFS mount, "
+                 "a frozen filesystem); the report then goes to stdout (default: 10)")
+      ->check(CLI::Range(0.1, 3600.0));
   app.add_flag("-v,--verbose", verbose, "show every finding, including what is fine, and where GPUs and NICs sit");
   app.add_flag("--baseline", baseline,
                "print a config (YAML) of what this node has, to copy to its identical siblings; exit 1 if it "
@@ -189,7 +193,7 @@ int run(int argc, char** argv) {
       !stateful ? gpudiag::RunState::disabled("")
       : state_dir.empty()
           ? gpudiag::RunState::disabled("no run state under --fs-root without --state-dir: compared with nothing")
-          : gpudiag::RunState::load(state_dir, node);
+          : gpudiag::RunState::load(state_dir, node, write_timeout);
   ctx.state = &state;
   gpudiag::RunOutcome outcome = gpudiag::run_checks(ctx, opts, node);
   auto& report = outcome.report;
@@ -230,7 +234,8 @@ int run(int argc, char** argv) {
   const bool human = format == "human";
   if (output_path.empty()) {
     write_all(text);
-  } else if (auto written = gpudiag::write_file_atomically(output_path, text, 0644); !written) {
+  } else if (auto written = gpudiag::write_file_atomically(gpudiag::place_of(output_path), text, 0644, write_timeout);
+             !written) {
     // Nothing is lost: the report goes to stdout instead, and the exit code says so.
     std::fprintf(stderr, "%s (check --output)\n", written.error().c_str());
     write_all(text);

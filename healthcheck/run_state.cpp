@@ -1,12 +1,6 @@
 #include "healthcheck/run_state.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "healthcheck/atomic_file.h"
 
@@ -29,54 +23,13 @@ std::string file_name_for(const std::string& node) {
   return out + ".json";
 }
 
-// The directory itself, never through a symlink, and ours alone.
-Result<int> open_state_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ELOOP || err == ENOTDIR)
-      return Result<int>::failure(dir + " is a symlink or not a directory: not used (give a real directory)");
-    return Result<int>::failure(dir + ": " + std::strerror(err));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-    ::close(fd);
-    return Result<int>::failure(dir + " belongs to another user or others can write to it: not used (make it " +
-                                "0700 and owned by the user that runs gpudiag-health)");
-  }
-  return fd;
-}
-
-Result<nlohmann::json> read_state_file(int dir_fd, const std::string& name, const std::string& path) {
-  const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return nlohmann::json::object();  // a first run
-    return Result<nlohmann::json>::failure(path + ": " + (err == ELOOP ? "a symlink" : std::strerror(err)));
-  }
-  struct stat st;
-  std::string text;
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) <= kMaxStateBytes;
-  if (ok) {
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) ok = false;
-      if (n <= 0) break;
-      text.append(buf, static_cast<std::size_t>(n));
-      if (text.size() > kMaxStateBytes) {
-        ok = false;
-        break;
-      }
-    }
-  }
-  ::close(fd);
-  if (!ok) return Result<nlohmann::json>::failure(path + ": not a regular file of at most 1 MiB, or unreadable");
+nlohmann::json checks_of(const std::string& text, const std::string& path, std::string& note) {
   auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || doc.value("version", 0) != kVersion || !doc.contains("checks") ||
-      !doc["checks"].is_object())
-    return Result<nlohmann::json>::failure(path + ": not a gpudiag run state file");
+      !doc["checks"].is_object()) {
+    note = "run state " + path + ": not a gpudiag run state file: treated as no previous run";
+    return nlohmann::json::object();
+  }
   return doc["checks"];
 }
 
@@ -90,11 +43,11 @@ bool uses_run_state(const std::vector<std::string>& checks) {
 
 RunState::RunState(RunState&& o) noexcept
     : enabled_(o.enabled_),
-      dir_(std::move(o.dir_)),
-      file_name_(std::move(o.file_name_)),
       path_(std::move(o.path_)),
       note_(std::move(o.note_)),
       node_(std::move(o.node_)),
+      place_(std::move(o.place_)),
+      timeout_s_(o.timeout_s_),
       previous_(std::move(o.previous_)),
       updates_(std::move(o.updates_)) {}
 
@@ -104,23 +57,22 @@ RunState RunState::disabled(std::string why) {
   return s;
 }
 
-RunState RunState::load(const std::string& dir, const std::string& node) {
+RunState RunState::load(const std::string& dir, const std::string& node, double timeout_s) {
   RunState s;
   s.enabled_ = true;
-  s.dir_ = dir;
   s.node_ = node;
-  s.file_name_ = file_name_for(node);
-  s.path_ = dir + "/" + s.file_name_;
-  auto fd = open_state_dir(dir);
-  if (!fd) {
-    if (::access(dir.c_str(), F_OK) != 0 && errno == ENOENT) return s;  // created on save: a first run
-    s.note_ = "run state " + fd.error();
-    return s;
+  s.timeout_s_ = timeout_s;
+  s.place_.dir = dir;
+  s.place_.name = file_name_for(node);
+  s.place_.shown = s.path_ = dir + "/" + s.place_.name;
+  s.place_.private_dir = true;
+  auto read = read_file_bounded(s.place_, kMaxStateBytes, timeout_s);
+  switch (read.kind) {
+    case FileRead::read: s.previous_ = checks_of(read.bytes, s.path_, s.note_); break;
+    case FileRead::no_dir:  // created on save: a first run
+    case FileRead::no_file: break;
+    case FileRead::failed: s.note_ = "run state " + read.error + ": treated as no previous run"; break;
   }
-  auto checks = read_state_file(*fd, s.file_name_, s.path_);
-  ::close(*fd);
-  if (checks) s.previous_ = *checks;
-  else s.note_ = "run state " + checks.error() + ": treated as no previous run";
   return s;
 }
 
@@ -138,19 +90,15 @@ void RunState::set(const std::string& check, nlohmann::json value) {
 Result<bool> RunState::save() const {
   std::lock_guard lock(mu_);
   if (!enabled_ || updates_.empty()) return false;
-  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST)
-    return Result<bool>::failure("gpudiag: cannot create the run state directory " + dir_ + ": " +
-                                 std::strerror(errno) + " (create it, or point --state-dir or health.state_dir "
-                                 "at a directory this user may write)");
-  auto fd = open_state_dir(dir_);
-  if (!fd) return Result<bool>::failure("gpudiag: cannot keep run state: " + fd.error());
   nlohmann::json checks = previous_;
   for (auto it = updates_.begin(); it != updates_.end(); ++it) checks[it.key()] = it.value();
   nlohmann::json doc = {{"version", kVersion}, {"node", node_}, {"checks", checks}};
   // A node name that is not UTF-8 must not lose the state (nlohmann throws by default).
   const std::string text = doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  auto written = write_file_atomically_at(*fd, file_name_, text, 0600, path_);
-  ::close(*fd);
+  auto written = write_file_atomically(place_, text, 0600, timeout_s_);
+  if (!written)
+    return Result<bool>::failure(written.error() + " (the run state: point --state-dir or health.state_dir at a "
+                                 "local directory this user owns)");
   return written;
 }
 

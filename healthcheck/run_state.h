@@ -1,15 +1,17 @@
 #pragma once
 // What a check remembers between runs ("since the last run"): one small JSON file per
 // node, <state_dir>/<node>.json, {"version": 1, "node": ..., "checks": {"xid": ...}}.
-// Written atomically, 0600 in a 0700 directory; never through a symlink. A file that
-// is missing, garbage or unreadable means "no previous run" (with a note saying why),
-// never an error that stops the checks.
+// Written atomically, 0600 in a 0700 directory; never through a symlink; read and
+// written within a deadline (atomic_file.h). A file that is missing, garbage,
+// unreadable or on a filesystem that does not answer means "no previous run" (with a
+// note saying why), never an error that stops the checks.
 #include <nlohmann/json.hpp>
 
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "healthcheck/atomic_file.h"
 #include "util/result.h"
 
 namespace gpudiag {
@@ -24,7 +26,7 @@ class RunState {
  public:
   // No state at all (e.g. --fs-root without --state-dir): every check sees a first run.
   static RunState disabled(std::string why);
-  static RunState load(const std::string& dir, const std::string& node);
+  static RunState load(const std::string& dir, const std::string& node, double timeout_s = kFileTimeoutS);
 
   bool enabled() const { return enabled_; }
   // Why there is no previous state although state is kept (garbage, unreadable,
@@ -45,7 +47,9 @@ class RunState {
  private:
   RunState() = default;
   bool enabled_ = false;
-  std::string dir_, file_name_, path_, note_, node_;
+  std::string path_, note_, node_;
+  FilePlace place_;
+  double timeout_s_ = kFileTimeoutS;
   nlohmann::json previous_ = nlohmann::json::object();
   nlohmann::json updates_ = nlohmann::json::object();
   mutable std::mutex mu_;

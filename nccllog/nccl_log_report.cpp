@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "util/control_bytes.h"
 #include "util/text_lists.h"
 
 #include <algorithm>
@@ -190,7 +191,10 @@ std::string nccl_summary_line(const NcclLogAnalysis& a, const std::vector<NcclPr
 }
 
 std::string nccl_report_json_text(const NcclLogAnalysis& a, const std::vector<NcclProblem>& problems) {
-  return nccl_report_json(a, problems).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // Log text is any process's bytes: DEL and C1 too must not reach the reader's terminal.
+  return escape_control_in_json(
+             nccl_report_json(a, problems).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) +
+         "\n";
 }
 
 }  // namespace gpudiag

@@ -1,5 +1,6 @@
 #include "nodeinfo/gpudirect_facts.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -93,10 +94,21 @@ GpuDirectFacts read_gpudirect_facts(const RootedFs& fs, const PciInventory& pci,
   GpuDirectFacts f;
   for (const auto& e : gpus_and_rdma_nics(pci, ib)) ++(e.gpu ? f.gpus : f.rdma_nics);
   f.peermem = fs.exists("/sys/module/nvidia_peermem");
-  auto text = [&](const char* path, std::size_t max) {
+  auto text = [&](const std::string& path, std::size_t max) {
     auto raw = fs.read_file(path, max);
     return raw ? attribute_text(raw->substr(0, raw->find('\n')), path) : raw;
   };
+  for (const auto& e : gpus_and_rdma_nics(pci, ib)) {
+    if (e.gpu) continue;
+    auto hca = std::find_if(ib.hcas.begin(), ib.hcas.end(), [&](const IbHca& h) { return h.name == e.hca; });
+    if (hca == ib.hcas.end() || hca->driver != "efa") continue;
+    ++f.efa_nics;
+    if (auto gdr = text("/sys/class/infiniband/" + hca->name + "/device/gdr", 64)) {
+      if (*gdr == "1") ++f.efa_gdr_on;
+      else if (*gdr == "0") ++f.efa_gdr_off;
+    }
+  }
+  if (f.efa_nics) f.efa_version = text("/sys/module/efa/version", 256);
   f.kernel_release = text("/proc/sys/kernel/osrelease", 256);
   f.driver_loaded = fs.lexists("/proc/driver/nvidia/version");
   f.driver_version = text("/proc/driver/nvidia/version", 4096);

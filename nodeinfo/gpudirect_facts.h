@@ -1,7 +1,9 @@
 #pragma once
 // What decides whether GPUDirect RDMA can work on this node: the nvidia_peermem module,
-// or the dma-buf path (Linux >= 5.12 with NVIDIA's open kernel module >= 515, which
-// NCCL >= 2.19 uses), and the memlock limit that ibv_reg_mr runs into.
+// the dma-buf path (Linux >= 5.12 with NVIDIA's open kernel module >= 515, which
+// NCCL >= 2.19 uses), the efa driver's own peer-memory path (the out-of-tree driver from
+// amzn-drivers maps GPU memory with nvidia_p2p_get_pages), and the memlock limit that
+// ibv_reg_mr runs into.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +41,13 @@ struct GpuDirectFacts {
   Result<std::string> kernel_release = Result<std::string>::failure("not read");  // /proc/sys/kernel/osrelease
   bool driver_loaded = false;  // /proc/driver/nvidia/version exists
   Result<std::string> driver_version = Result<std::string>::failure("not read");  // /proc/driver/nvidia/version
+  // The out-of-tree efa driver (amzn-drivers kernel/linux/efa): its MODULE_VERSION ends
+  // in "g" ("2.13.1g", /sys/module/efa/version; the in-tree driver has no version file),
+  // and its efa_sysfs.c puts a `gdr` file on each EFA PCI device that reads 1 when the
+  // NVIDIA driver's p2p symbols are there to map GPU memory with, 0 when not.
+  int efa_nics = 0;  // of rdma_nics, those driven by efa
+  Result<std::string> efa_version = Result<std::string>::failure("not read");
+  int efa_gdr_on = 0, efa_gdr_off = 0;  // EFA devices whose gdr file reads 1, 0
   // This process's memlock limit, read from /proc/self/limits: a health check run by
   // slurmd inherits slurmd's limits, which are what its jobs get.
   Result<std::optional<unsigned long long>> memlock =

@@ -37,8 +37,8 @@ Result<double> parse_rate_gbps(std::string_view raw, std::string_view where) {
 Result<std::string> parse_link_layer(std::string_view raw, std::string_view where) {
   auto text = attribute_text(raw, where, 64);
   if (!text) return text;
-  if (*text != "InfiniBand" && *text != "Ethernet")
-    return Result<std::string>::failure(std::string(where) + ": expected InfiniBand or Ethernet, found '" +
+  if (*text != "InfiniBand" && *text != "Ethernet" && *text != "Unknown")
+    return Result<std::string>::failure(std::string(where) + ": expected InfiniBand, Ethernet or Unknown, found '" +
                                         *text + "'");
   return text;
 }

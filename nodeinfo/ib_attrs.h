@@ -21,7 +21,9 @@ constexpr int kPhysLinkUp = 5;
 Result<PortState> parse_port_state(std::string_view raw, std::string_view where);
 // "400 Gb/sec (4X NDR)" -> 400; "2.5 Gb/sec (1X SDR)" -> 2.5.
 Result<double> parse_rate_gbps(std::string_view raw, std::string_view where);
-// "InfiniBand" or "Ethernet" (the only two the kernel reports for IB devices).
+// "InfiniBand", "Ethernet" or "Unknown": the kernel's link_layer_show prints "Unknown" for
+// a provider that reports no link layer (EFA's efa_port_link_layer always returns
+// IB_LINK_LAYER_UNSPECIFIED). Anything else is garbage.
 Result<std::string> parse_link_layer(std::string_view raw, std::string_view where);
 
 }  // namespace gpudiag

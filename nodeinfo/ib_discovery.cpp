@@ -1,6 +1,7 @@
 #include "nodeinfo/ib_discovery.h"
 
 #include <charconv>
+#include <cstdio>
 
 #include "nodeinfo/sysfs_text.h"
 
@@ -17,6 +18,20 @@ bool is_port_number(const std::string& s, int& out) {
 std::string basename_of(const std::string& path) {
   auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// "15b3:1021" from the PCI function's vendor and device files; empty when either is unreadable.
+std::string pci_id_of(const RootedFs& fs, const std::string& dev) {
+  std::string out;
+  for (const char* f : {"/vendor", "/device"}) {
+    auto raw = fs.read_file(dev + f, 64);
+    auto v = raw ? parse_hex_attr(*raw, dev + f) : Result<std::uint64_t>::failure(raw.error());
+    if (!v || *v > 0xffff) return "";
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04x", static_cast<unsigned>(*v));
+    out += (out.empty() ? "" : ":") + std::string(buf);
+  }
+  return out;
 }
 
 IbPort read_port(const RootedFs& fs, const std::string& hca, int number) {
@@ -55,6 +70,9 @@ IbInventory discover_ib(const RootedFs& fs) {
     if (auto dev = fs.resolve(base + "/device")) hca.pci_bdf = basename_of(*dev);
     if (auto raw = fs.read_file(base + "/hca_type", 256))
       if (auto text = attribute_text(*raw, base + "/hca_type", 64)) hca.model = *text;
+    if (auto drv = fs.resolve(base + "/device/driver")) hca.driver = basename_of(*drv);
+    hca.pci_id = pci_id_of(fs, base + "/device");
+    if (auto nets = fs.list_dir(base + "/device/net")) hca.netdevs = *nets;
     auto ports = fs.list_dir(base + "/ports");
     if (!ports) {
       hca.error = ports.error();

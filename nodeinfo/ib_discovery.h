@@ -28,8 +28,16 @@ struct IbHca {
   std::string name;
   std::string pci_bdf;  // empty when the device link is missing or broken
   std::string error;    // set when the HCA's ports could not be listed
-  std::string model;    // hca_type ("MT4129"); empty when unreadable
+  std::string model;    // hca_type ("MT4129"); empty when unreadable or absent (EFA has none)
+  // The kernel driver bound to the PCI device (the basename of device/driver):
+  // "mlx5_core", "efa", "bnxt_en", "irdma"... Empty when the link is missing.
+  std::string driver;
+  std::string pci_id;  // "15b3:1021" (vendor:device of the PCI function); empty when unreadable
+  std::vector<std::string> netdevs;  // device/net/*: the network interfaces of its PCI function
   std::vector<IbPort> ports;
+  // What tells identical devices apart from others: hca_type where the driver has one,
+  // else the PCI vendor:device.
+  std::string kind() const { return model.empty() ? pci_id : model; }
 };
 
 struct IbInventory {

@@ -131,28 +131,65 @@ KmsgRead read_kmsg(const RootedFs& fs) {
   return out;
 }
 
+bool written_by_kernel(const KmsgRecord& record) { return record.priority >= 0 && record.priority / 8 == 0; }
+
 std::optional<XidEvent> parse_xid_message(std::string_view message) {
-  constexpr std::string_view kTag = "NVRM: Xid (";
-  const auto at = message.find(kTag);
-  if (at == std::string_view::npos) return std::nullopt;
-  std::string_view rest = message.substr(at + kTag.size());
-  const auto close = rest.find("): ");
-  if (close == std::string_view::npos || close > 40) return std::nullopt;
-  std::string_view bus = rest.substr(0, close);
-  if (bus.substr(0, 4) == "PCI:") bus.remove_prefix(4);
-  if (bus.empty() || bus.find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos) return std::nullopt;
-  rest.remove_prefix(close + 3);
-  std::size_t digits = 0;
-  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
+  // The driver's format, read left to right; anything else is not an Xid.
+  std::string_view rest = message;
+  auto take = [&](std::string_view word) {
+    if (rest.substr(0, word.size()) != word) return false;
+    rest.remove_prefix(word.size());
+    return true;
+  };
+  auto count = [&](auto in_class, std::size_t max) {
+    std::size_t n = 0;
+    while (n < rest.size() && n <= max && in_class(rest[n])) ++n;
+    return n;
+  };
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  auto hex_field = [&](std::size_t min, std::size_t max, std::string& out) {
+    const std::size_t n = count(hex, max);
+    if (n < min || n > max) return false;
+    for (char c : rest.substr(0, n)) out += static_cast<char>(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
+    rest.remove_prefix(n);
+    return true;
+  };
+  auto mig_field = [&](std::string_view word, std::string& out) {
+    if (!take(word)) return false;
+    const std::size_t n = count(digit, 3);
+    if (n == 0 || n > 3) return false;
+    out += (out.empty() ? "" : " ") + std::string(word.substr(1)) + std::string(rest.substr(0, n));
+    rest.remove_prefix(n);
+    return true;
+  };
+
   XidEvent e;
+  if (!take("NVRM: Xid (PCI:")) return std::nullopt;
+  if (!hex_field(4, 8, e.gpu) || !take(":")) return std::nullopt;
+  e.gpu += ':';
+  if (!hex_field(2, 2, e.gpu) || !take(":")) return std::nullopt;
+  e.gpu += ':';
+  if (!hex_field(2, 2, e.gpu)) return std::nullopt;
+  std::string instance;
+  if (rest.substr(0, 7) == " GPU-I:") {
+    if (!mig_field(" GPU-I:", instance)) return std::nullopt;
+    if (rest.substr(0, 8) == " GPU-CI:" && !mig_field(" GPU-CI:", instance)) return std::nullopt;
+  }
+  if (!take("): ")) return std::nullopt;
+  const std::size_t digits = count(digit, 4);
   if (digits == 0 || digits > 4 || !whole_number(rest.substr(0, digits), e.xid)) return std::nullopt;
   rest.remove_prefix(digits);
-  if (!rest.empty() && rest.front() != ',') return std::nullopt;
-  if (!rest.empty()) rest.remove_prefix(1);
+  if (!rest.empty() && !take(",")) return std::nullopt;
   while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  for (char c : bus) e.gpu += static_cast<char>(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
-  e.detail = printable(rest, 240);
+  e.detail = printable(instance.empty() ? std::string(rest) : instance + (rest.empty() ? "" : ", ") + std::string(rest),
+                       240);
   return e;
+}
+
+std::optional<XidEvent> parse_xid_record(const KmsgRecord& record) {
+  if (!written_by_kernel(record)) return std::nullopt;
+  return parse_xid_message(record.message);
 }
 
 }  // namespace gpudiag

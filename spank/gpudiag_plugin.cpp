@@ -12,6 +12,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 extern "C" {
@@ -25,12 +26,14 @@ extern "C" {
 #include "spank/diag_dir.h"
 #include "spank/diag_options.h"
 #include "spank/env_writer.h"
+#include "spank/guarded.h"
 #include "spank/nccl_defaults.h"
 #include "spank/node_relay.h"
 #include "spank/output_relay.h"
 #include "spank/preflight.h"
 #include "spank/preflight_barrier.h"
 #include "spank/proctrack_kind.h"
+#include "spank/relay_notices.h"
 #include "spank/rendezvous_check.h"
 #include "spank/slurm_node_addr.h"
 #include "spank/step_killer.h"
@@ -93,17 +96,11 @@ StepdSide g_stepd;
 int diag_option_cb(int val, const char* optarg, int remote);
 
 // Every entry point from Slurm goes through here: no exception may cross into srun or
-// slurmstepd. `on_error` is what Slurm gets back if one is thrown.
+// slurmstepd. `on_error` is what Slurm gets back if one is thrown; its text is escaped.
 template <class F>
 int guarded(const char* where, int on_error, F&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    slurm_error("gpudiag: %s: %s", where, e.what());
-  } catch (...) {
-    slurm_error("gpudiag: %s: unexpected error", where);
-  }
-  return on_error;
+  return gpudiag::guarded_call([](const char* at, const char* text) { slurm_error("gpudiag: %s: %s", at, text); },
+                               where, on_error, std::forward<F>(body));
 }
 
 // Every option in one table, registered in a loop (the model is pyxis). The help text
@@ -202,14 +199,12 @@ void start_output_relay(const gpudiag::StepPlan& plan, int rank, int local_id) {
   if (choice.relay->hang.duration_s <= 0 && node && node->running()) {
     auto err = gpudiag::hand_to_node_relay(node->task_socket(), *choice.relay, local_id);
     if (!err) return;
-    slurm_error("gpudiag: task %d relays its own output (the node's relay thread refused it: %s)", rank,
-                err->c_str());
+    slurm_error("%s", gpudiag::task_relays_itself(rank, *err).c_str());
   }
   choice.relay->forward_stepd_signals = g_stepd.forward_stepd_signals;
   // Returns here in the program's process; the relay never comes back.
   if (auto err = gpudiag::start_relay(*choice.relay))
-    slurm_error("gpudiag: task %d runs without the output relay (no prefix, no hang watchdog): %s", rank,
-                err->c_str());
+    slurm_error("%s", gpudiag::task_runs_without_relay(rank, *err).c_str());
 }
 
 // Every task checks (it is cheap), so no task of a bad node starts the program; the
@@ -365,7 +360,7 @@ void start_node_relay(spank_t sp) {
   if (!item(sp, S_JOB_LOCAL_TASK_COUNT, local)) local = 0;
   auto* relay = new gpudiag::NodeRelay();
   if (auto err = relay->start(static_cast<int>(local))) {
-    slurm_info("gpudiag: each task relays its own output: %s", err->c_str());
+    slurm_info("%s", gpudiag::node_relay_not_started(*err).c_str());
     delete relay;
     return;
   }

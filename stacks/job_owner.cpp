@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -37,10 +36,27 @@ Result<uid_t> job_owner(const std::string& job, double timeout_s) {
   return parse_squeue_uid(r.out, job);
 }
 
-Result<bool> become_user(uid_t uid) {
+std::vector<std::string> owner_environment(const std::vector<std::string>& ours, const std::string& name,
+                                           const std::string& home) {
+  static const char* const kKept[] = {"PATH", "SLURM_CONF", "SLURM_CLUSTERS", "LANG", "LANGUAGE", "TZ"};
+  std::vector<std::string> env;
+  for (const auto& entry : ours) {
+    const std::string var = entry.substr(0, entry.find('='));
+    if (var.size() == entry.size()) continue;
+    bool keep = var.rfind("LC_", 0) == 0;
+    for (const char* k : kKept) keep = keep || var == k;
+    if (keep) env.push_back(entry);
+  }
+  env.push_back("HOME=" + home);
+  env.push_back("USER=" + name);
+  env.push_back("LOGNAME=" + name);
+  return env;
+}
+
+Result<ChildUser> owner_credentials(uid_t uid, const std::vector<std::string>& our_env) {
   auto fail = [&](const char* what) {
-    return Result<bool>::failure("gpudiag: cannot switch to the job's owner (uid " + std::to_string(uid) + "): " + what +
-                                 ": " + std::strerror(errno));
+    return Result<ChildUser>::failure("gpudiag: cannot switch to the job's owner (uid " + std::to_string(uid) +
+                                      "): " + what + ": " + std::strerror(errno));
   };
   errno = 0;
   struct passwd* pw = ::getpwuid(uid);
@@ -48,19 +64,23 @@ Result<bool> become_user(uid_t uid) {
     if (errno == 0) errno = ENOENT;
     return fail("no such user on this host");
   }
-  std::string name = pw->pw_name, home = pw->pw_dir;
-  gid_t gid = pw->pw_gid;
-  if (::initgroups(name.c_str(), gid) != 0) return fail("initgroups");
-  if (::setgid(gid) != 0) return fail("setgid");
-  if (::setuid(uid) != 0) return fail("setuid");
-  if (::setuid(0) == 0) {  // must be gone for good
-    errno = EPERM;
-    return fail("root could be regained");
+  ChildUser u;
+  u.uid = uid;
+  u.gid = pw->pw_gid;
+  const std::string name = pw->pw_name, home = pw->pw_dir;
+  int n = 64;
+  for (int tries = 0; tries < 8; ++tries) {
+    u.groups.resize(static_cast<std::size_t>(n));
+    int want = n;
+    if (::getgrouplist(name.c_str(), u.gid, u.groups.data(), &want) >= 0) {
+      u.groups.resize(static_cast<std::size_t>(want));
+      u.env = owner_environment(our_env, name, home);
+      return u;
+    }
+    n = want > n ? want : n * 2;
   }
-  ::setenv("HOME", home.c_str(), 1);
-  ::setenv("USER", name.c_str(), 1);
-  ::setenv("LOGNAME", name.c_str(), 1);
-  return true;
+  errno = E2BIG;
+  return fail("getgrouplist");
 }
 
 }  // namespace gpudiag

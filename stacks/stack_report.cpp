@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "nodeinfo/proc_tree.h"
+#include "stacks/pyframes/python_stacks.h"
 #include "util/run_command.h"
+#include "util/spawn_child.h"
 
 namespace gpudiag {
 namespace {
@@ -28,20 +30,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kWorkers = 8;
 // What a worker needs at least to start on another process.
 constexpr double kMinStart = 0.2;
-
-std::string find_on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
-  std::stringstream ss(dirs);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty() || dir[0] != '/') continue;  // never a relative PATH entry
-    std::string full = dir + "/" + name;
-    struct stat st;
-    if (::stat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(full.c_str(), X_OK) == 0) return full;
-  }
-  return "";
-}
 
 // /proc files only; O_NONBLOCK because a name under /proc/PID can be anything once
 // the process is gone and the pid reused.
@@ -132,6 +120,11 @@ std::string look_at(pid_t pid, const StackTools& tools, double tool_timeout, Clo
   o << "   wchan: " << one_line(read_small("/proc/" + p + "/wchan", 128)) << "\n   cmdline: " << cmdline(pid) << "\n";
   bool got = false;
   if (!tools.py_spy.empty()) run_tool(o, "py-spy", {tools.py_spy, "dump", "--pid", p}, timeout(), got);
+  // Without py-spy, or where it failed: gpudiag's own reader, which never stops the process.
+  if (!got) {
+    const auto budget = std::chrono::milliseconds(static_cast<long>(timeout() * 1000));
+    o << format_python_stacks(read_python_stacks(pid, budget));
+  }
   bool native = false;
   if (!tools.eu_stack.empty()) run_tool(o, "eu-stack", {tools.eu_stack, "-p", p}, timeout(), native);
   else if (!tools.gdb.empty())
@@ -154,6 +147,21 @@ struct Work {
 
 }  // namespace
 
+std::string format_python_stacks(const PyStacks& s) {
+  if (!s.why_none.empty() && s.threads.empty()) return "  Python: " + escape_control(s.why_none) + "\n";
+  std::ostringstream o;
+  o << "  Python stacks (" << escape_control(s.method) << ", CPython " << escape_control(s.python_version)
+    << "), innermost frame first:\n";
+  if (!s.why_none.empty()) o << "    " << escape_control(s.why_none) << "\n";
+  for (const PyThread& t : s.threads) {
+    o << "    thread " << t.tid << (t.holds_gil ? " (holds the GIL)" : "") << (t.frames.empty() ? ": no Python frames" : "")
+      << (t.note.empty() ? "" : " [" + escape_control(t.note) + "]") << "\n";
+    for (const PyFrame& f : t.frames)
+      o << "      " << escape_control(f.function) << " (" << escape_control(f.file) << ":" << f.line << ")\n";
+  }
+  return o.str();
+}
+
 StackTools find_stack_tools() {
   return {find_on_path("py-spy"), find_on_path("eu-stack"), find_on_path("gdb")};
 }
@@ -165,7 +173,8 @@ std::string stack_report(const std::string& header, const std::vector<TaskRoot>&
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
   std::ostringstream o;
   o << header << "\n";
-  o << "tools: py-spy " << (tools.py_spy.empty() ? "not found" : tools.py_spy) << ", eu-stack "
+  o << "tools: py-spy " << (tools.py_spy.empty() ? "not found (Python stacks: gpudiag's reader)" : tools.py_spy)
+    << ", eu-stack "
     << (tools.eu_stack.empty() ? "not found" : tools.eu_stack) << ", gdb " << (tools.gdb.empty() ? "not found" : tools.gdb)
     << "\n";
   ProcTable table = snapshot_processes();

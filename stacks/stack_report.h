@@ -1,7 +1,9 @@
 #pragma once
 // What a hung task's processes are doing, as text: for every process of every task
 // on this node its place in the tree, state, wchan and command line, then stacks:
-// Python stacks from py-spy when it is on PATH, native stacks from eu-stack (or gdb),
+// Python stacks from py-spy when it is on PATH, else from gpudiag's own reader
+// (stacks/pyframes/, which reads the process's memory without stopping it), native
+// stacks from eu-stack (or gdb),
 // and otherwise what /proc offers (kernel stacks need root; wchan and syscall do not).
 // Used by the hang watchdog and by `gpudiag stacks`.
 //
@@ -20,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stacks/pyframes/python_stacks.h"
 #include "util/control_bytes.h"  // escape_control, used by the report's callers too
 
 namespace gpudiag {
@@ -33,6 +36,10 @@ struct StackTools {
   std::string py_spy, eu_stack, gdb;  // full paths; empty when not found
 };
 StackTools find_stack_tools();  // on PATH
+
+// One process's Python stacks as the report prints them: the method, then per thread
+// its frames innermost first, or the reason there are none. Control bytes escaped.
+std::string format_python_stacks(const PyStacks& s);
 
 // `header` goes first. Every tool runs without a shell and with a deadline: at most
 // `tool_timeout_s`, and never past `deadline_s` after the call (0: tool_timeout_s + 5).

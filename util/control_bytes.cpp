@@ -43,6 +43,26 @@ std::string escape_control(std::string_view s, bool keep_lines) {
   return out;
 }
 
+std::string escape_control_in_json(std::string_view json) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(json.size());
+  for (std::size_t i = 0; i < json.size();) {
+    const std::size_t n = control_length(json, i);
+    const auto c = static_cast<unsigned char>(json[i]);
+    if (n == 0 || (n == 1 && c != 0x7f)) {  // text, or the serializer's own whitespace
+      out += json[i++];
+      continue;
+    }
+    const auto code = static_cast<unsigned char>(json[i + n - 1]);  // U+00XX: DEL, or C1's second byte
+    out += "\\u00";
+    out += kHex[code >> 4];
+    out += kHex[code & 15];
+    i += n;
+  }
+  return out;
+}
+
 std::string replace_control(std::string_view s, char with) {
   std::string out;
   out.reserve(s.size());

@@ -23,6 +23,12 @@ bool is_one_printable_line(std::string_view s);
 // Each control byte as \xHH. keep_lines: newline and tab stay (multi-line reports).
 std::string escape_control(std::string_view s, bool keep_lines = false);
 
+// JSON text as a serializer wrote it (C0 inside strings already \uXXXX), with DEL and
+// each C1 control as \u007f and \u0080-\u009f: valid JSON that means the same, and
+// never drives a terminal. Outside strings JSON has only ASCII, and its whitespace
+// (newline, tab) stays as it is.
+std::string escape_control_in_json(std::string_view json);
+
 // Each control character replaced by `with` (one per character): for a text that must
 // stay one readable line, such as a Slurm drain reason.
 std::string replace_control(std::string_view s, char with);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,9 +10,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "util/spawn_child.h"
 #include "util/text_lists.h"
-
-extern char** environ;
 
 namespace gpudiag {
 namespace {
@@ -48,43 +46,13 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
     r.error = "no command";
     return r;
   }
-  int out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    r.error = std::string("pipe: ") + std::strerror(errno);
-    close_fd(out[0]), close_fd(out[1]), close_fd(err[0]), close_fd(err[1]);
+  SpawnedChild child = spawn_child(argv);
+  if (!child.started()) {
+    r.error = child.error;
     return r;
   }
-  // posix_spawn rather than fork: the caller may have threads (a check abandoned at
-  // its timeout), and only exec-time setup is safe in a forked child then.
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  close_fd(out[1]);
-  close_fd(err[1]);
-  if (rc != 0) {
-    r.error = argv[0] + ": " + std::strerror(rc);
-    close_fd(out[0]), close_fd(err[0]);
-    return r;
-  }
+  const pid_t pid = child.pid;
+  int out[2] = {child.out, -1}, err[2] = {child.err, -1};
   r.started = true;
   ::fcntl(out[0], F_SETFL, O_NONBLOCK);
   ::fcntl(err[0], F_SETFL, O_NONBLOCK);

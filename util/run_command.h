@@ -1,6 +1,7 @@
 #pragma once
-// Runs a program with a hard deadline: no shell (argv goes straight to exec), its own
-// process group (so everything it starts dies with it), and bounded captured output.
+// Runs a program with a hard deadline: started by spawn_child (no shell, its own session
+// and so its own process group, which dies with it; nothing of ours but the pipes), and
+// bounded captured output.
 // Used for scontrol, which can hang when slurmctld is unreachable, and for GPU helpers.
 #include <string>
 #include <vector>

@@ -167,6 +167,25 @@ TEST_F(NcclLogCli, NothingReadableIsNeverClean) {
 
 }  // namespace
 
+// Issue 30: a log file's name is anyone's bytes. With DEL and C1 controls in it, --json
+// printed them raw (the serializer escapes only C0), and they reached the terminal.
+TEST_F(NcclLogCli, JsonWritesDelAndC1AsEscapes) {
+  write_job([](int) { return std::pair<std::vector<std::string>, std::string>{{"NET/IB : No device found."}, "NET/Socket/0"}; });
+  const std::string name = "nccl.gpu03.77.log\x7f\xc2\x9b" "2J\xc2\x85";
+  std::ofstream(dir_ + "/" + name) << rank_log("gpu03", 3, {}, "NET/Socket/0");
+  auto r = run({"--json"});
+  for (std::size_t i = 0; i < r.out.size(); ++i) {
+    const auto c = static_cast<unsigned char>(r.out[i]);
+    ASSERT_FALSE(c == 0x7f || (c == 0xc2 && i + 1 < r.out.size() && (static_cast<unsigned char>(r.out[i + 1]) & 0xe0) == 0x80))
+        << "a control byte at " << i << ": " << r.out;
+  }
+  EXPECT_NE(r.out.find("nccl.gpu03.77.log\\u007f\\u009b2J\\u0085"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  bool listed = false;
+  for (const auto& f : j["files"]) listed |= f.get<std::string>() == dir_ + "/" + name;
+  EXPECT_TRUE(listed) << j["files"].dump();
+}
+
 namespace {
 
 // A log that real NCCL (2.28.3, CUDA 13.0) wrote on an H100 through the probe's all_reduce

@@ -2,7 +2,7 @@
 root, inside slurmstepd on every node; gpudiag-health runs as root from Slurm's hooks.
 
 - gpudiag.so exports only what Slurm looks up;
-- no shell anywhere: two exec sites, both argv-based, and shell syntax in user strings
+- no shell anywhere: one place starts programs (util/spawn_child.cpp), argv only, and shell syntax in user strings
   stays data;
 - files on a user's behalf are made by the user's processes: --diag=dir=/etc/x fails
   as that user, clearly;
@@ -54,11 +54,14 @@ class NoShell(unittest.TestCase):
                         self.assertIsNone(shells.search(code), f"{path}:{n}: a shell: {line.strip()}")
                         if execs.search(code):
                             sites.append(f"{os.path.relpath(path, SOURCE)}:{execs.search(code).group(1)}")
-        # run_command (scontrol, the GPU probe, stack tools) and `gpudiag stacks`
-        # (srun --overlap) exec argv vectors; the relay and its SIGURG listener fork
-        # without exec.
-        self.assertEqual(sorted(set(sites)), ["cli/gpudiag_main.cpp:execvp", "spank/hang_spread.cpp:fork",
-                                              "spank/output_relay.cpp:fork", "util/run_command.cpp:posix_spawnp"])
+        # spawn_child is the one place that starts a program (issue 30): run_command
+        # (scontrol, the GPU probe, stack tools) and `gpudiag stacks` (srun --overlap, as
+        # the job's owner when root asks) both go through it, argv vectors only, each child
+        # in a session of its own with nothing of ours; the relay and its SIGURG listener
+        # fork without exec.
+        self.assertEqual(sorted(set(sites)), ["spank/hang_spread.cpp:fork", "spank/output_relay.cpp:fork",
+                                              "util/spawn_child.cpp:execve", "util/spawn_child.cpp:fork",
+                                              "util/spawn_child.cpp:posix_spawn"])
 
 
 class AsUser(PluginClusterTest):

@@ -1,12 +1,19 @@
 """`gpudiag stacks` on the jobs that need it most, against a real Slurm with gpudiag.so:
 a job that holds every GPU and all memory of its node (issue 15.5), asked from outside
-and from inside the job; run by root for another user's job; and a neighbour whose
-process fakes SLURM_JOB_ID, which must not be reported (issue 21)."""
+and from inside the job; run by root for another user's job; a neighbour whose
+process fakes SLURM_JOB_ID, which must not be reported (issue 21); and the job's owner
+attacking what root's `gpudiag stacks` runs as them, to reach root's terminal (issue 30.1)."""
+import fcntl
+import json
 import os
 import re
+import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
+import termios
+import threading
 import time
 import unittest
 
@@ -18,6 +25,7 @@ BUILD = os.path.abspath(os.environ.get("GPUDIAG_BUILD_DIR", os.path.join(os.path
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GPUDIAG = os.path.join(BUILD, "cli", "gpudiag")
 PYTHON = "/usr/bin/python3"
+TTY_INJECT = os.path.join(BUILD, "tests", "tty_inject")
 PROGRAM = f"{PYTHON} -c 'import time; time.sleep(300)'"
 
 
@@ -27,6 +35,54 @@ def read(path):
             return f.read()
     except FileNotFoundError:
         return ""
+
+
+class RootShell:
+    """A real interactive root bash in a pty of its own, which is its controlling terminal:
+    what an admin types `gpudiag stacks JOB` into."""
+
+    def __init__(self, env):
+        self.master, slave = os.openpty()
+        self.tty = os.ttyname(slave)
+        self.proc = subprocess.Popen(["bash", "--norc", "--noprofile", "-i"], stdin=slave, stdout=slave, stderr=slave,
+                                     start_new_session=True, env=env, cwd="/root",
+                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        os.close(slave)
+        self.lock = threading.Lock()
+        self.seen = bytearray()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            with self.lock:
+                self.seen += chunk
+
+    def text(self):
+        with self.lock:
+            return self.seen.decode(errors="replace").replace("\r\n", "\n")
+
+    def type(self, line):
+        os.write(self.master, line.encode() + b"\n")
+
+    def wait_for(self, marker, timeout=120):
+        """Until the output matches the regex `marker`."""
+        deadline = time.monotonic() + timeout
+        while not re.search(marker, self.text()):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"root's shell never printed {marker!r}:\n{self.text()[-3000:]}")
+            time.sleep(0.05)
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+        os.close(self.master)
 
 
 class StacksOfBusyJobs(unittest.TestCase):
@@ -140,6 +196,56 @@ class StacksOfBusyJobs(unittest.TestCase):
         self.assert_two_ranks_of(r.stdout, job)
         self.assertNotIn("3131", r.stdout)
         self.assertNotRegex(r.stdout, rf"pid {faker.pid}\b")
+
+    def test_the_owner_cannot_reach_roots_terminal_through_gpudiag_stacks(self):
+        # Issue 30.1: root types `gpudiag stacks JOB` into an interactive shell. The job's
+        # owner, outside any job, ptraces every process of theirs that is not in a step
+        # (what root's gpudiag runs as them: srun) and makes it push a command into
+        # whatever terminal it holds (TIOCSTI on fds 0-2 and on /dev/tty). Before the fix
+        # srun held root's terminal, and root's shell ran the command as root.
+        owner = self.users["victim"]
+        job = self.submit("-n2", "--gres=gpu:4", "--mem=0", "-o", "/dev/null", "--wrap", f"srun -n2 {PROGRAM}")
+        self.wait_for_step(f"{job}.0")
+        secret = secrets.token_hex(8)
+        shell = RootShell(dict(self.cluster.env, HOME="/root", TERM="dumb", PS1="root# ",
+                               GPUDIAG_ROOT_SECRET=secret))
+        self.addCleanup(shell.close)
+        for round_, kill in (("killed", True), ("let-go", False)):
+            with self.subTest(round_):
+                pwned = f"/tmp/PWNED-{secrets.token_hex(6)}"
+                self.addCleanup(lambda p=pwned: os.path.exists(p) and os.unlink(p))
+                attack = owner.popen([TTY_INJECT, "--command", f"touch {pwned}", "--timeout", "90",
+                                      *(["--kill"] if kill else [])],
+                                     env=self.cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                self.assertIn("watching", attack.stderr.readline())
+                shell.type(f"{GPUDIAG} stacks {job}; echo RC-$?-{round_}")
+                out, err = attack.communicate(timeout=120)
+                shell.wait_for(rf"RC-\d+-{round_}")
+                # Whatever reached the terminal's input runs before this line.
+                shell.type(f"echo END-$((40+2))-{round_}")
+                shell.wait_for(f"END-42-{round_}")
+                targets = [json.loads(line) for line in out.splitlines()]
+                transcript = shell.text()
+                print(f"{round_}: the attack on {[(t['comm'], t['tiocsti']) for t in targets]}", file=sys.stderr)
+                self.assertFalse(os.path.exists(pwned), "root's shell ran the owner's command:\n"
+                                 f"{json.dumps(targets, indent=1)}\n{transcript[-3000:]}")
+                self.assertIn("srun", [t["comm"] for t in targets], f"the attack never reached srun: {out}{err}")
+                for t in targets:
+                    what = json.dumps(t)
+                    self.assertEqual(t["tty_nr"], 0, f"a process of the owner has a controlling tty: {what}")
+                    self.assertNotEqual(t["session"], shell.proc.pid, f"in root's session: {what}")
+                    for fd, path in t["fds"].items():
+                        self.assertNotEqual(path, shell.tty, f"holds root's terminal as fd {fd}: {what}")
+                        self.assertFalse(path.startswith(("/dev/pts", "/dev/tty", "/dev/console")), what)
+                    self.assertEqual(t["fds"]["0"], "/dev/null", what)
+                    self.assertRegex(t["fds"]["1"], r"^pipe:", what)
+                    self.assertRegex(t["fds"]["2"], r"^pipe:", what)
+                    self.assertEqual(t["cwd"], "/", f"holds root's cwd: {what}")
+                    self.assertNotIn("GPUDIAG_ROOT_SECRET", t["env"], f"holds root's environment: {what}")
+                    self.assertTrue(all(rc != 0 for rc in t["tiocsti"].values()), f"an ioctl worked: {what}")
+                if not kill:
+                    self.assertIn(f"RC-0-{round_}", transcript)
+                    self.assert_two_ranks_of(transcript[transcript.rfind(f"stacks {job}; echo RC"):], job)
 
     def test_root_on_a_finished_job_is_told_clearly(self):
         r = self.cluster.run([GPUDIAG, "stacks", "999999"], check=False, timeout=30)

@@ -70,6 +70,20 @@ class Dependencies(unittest.TestCase):
         self.assertEqual(wrong, [], "a folder uses one that ARCHITECTURE §2 does not let it use")
 
 
+    def test_the_python_reader_stands_alone(self):
+        """stacks/pyframes/ (ARCHITECTURE §2, §5a) uses only itself: the fuzzers and the
+        reader's tests link it without the rest of gpudiag."""
+        base = os.path.join(SOURCE, "stacks", "pyframes")
+        wrong = []
+        for name in sorted(os.listdir(base)):
+            if name.endswith((".cpp", ".h")):
+                with open(os.path.join(base, name), encoding="utf-8") as f:
+                    for other, header in INCLUDE.findall(f.read()):
+                        if not f"{other}/{header}".startswith("stacks/pyframes/"):
+                            wrong.append(f"stacks/pyframes/{name} includes {other}/{header}")
+        self.assertEqual(wrong, [])
+
+
 class ReadmeLayout(unittest.TestCase):
     def test_names_every_folder(self):
         named = set(layout_paths())

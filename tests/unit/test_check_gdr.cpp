@@ -187,3 +187,55 @@ TEST(GdrCheck, NotApplicableWithoutGpusOrRdmaNics) {
   f.gpus = 0;
   EXPECT_EQ(evaluate_gdr(f, {}).summary, "not applicable (no NVIDIA GPU)");
 }
+
+// AWS p5 on Amazon Linux 2: no nvidia_peermem, kernel 5.10 (no dma-buf), proprietary 535;
+// every RDMA NIC is EFA and the out-of-tree efa driver maps GPU memory itself.
+namespace {
+GpuDirectFacts efa_node() {
+  GpuDirectFacts f = healthy();
+  f.rdma_nics = 32;
+  f.efa_nics = 32;
+  f.peermem = false;
+  f.kernel_release = std::string("5.10.219-208.866.amzn2.x86_64");
+  f.driver_version = std::string(
+      "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024");
+  f.efa_version = std::string("2.10.0g");
+  f.efa_gdr_on = 32;
+  return f;
+}
+}  // namespace
+
+TEST(GdrCheck, EfaDriversOwnPeerMemoryPathIsGpuDirect) {
+  auto r = evaluate_gdr(efa_node(), required("auto"));
+  EXPECT_EQ(r.status, Status::ok) << r.findings[0].message;
+  EXPECT_EQ(r.summary, "GPUDirect RDMA through the efa driver, memlock unlimited");
+  EXPECT_NE(r.findings[0].message.find("efa 2.10.0g, gdr 1 on 32 device(s)"), std::string::npos);
+}
+
+// Older GDR builds have no gdr file: the "g" in the module version says it.
+TEST(GdrCheck, EfaGdrBuildWithoutGdrFile) {
+  auto f = efa_node();
+  f.efa_gdr_on = 0;
+  EXPECT_EQ(evaluate_gdr(f, required("auto")).status, Status::ok);
+  f.efa_version = std::string("2.10.0");
+  EXPECT_EQ(evaluate_gdr(f, required("auto")).status, Status::critical);
+}
+
+TEST(GdrCheck, EfaThatFoundNoNvidiaSymbolsIsNamed) {
+  auto f = efa_node();
+  f.efa_gdr_on = 0;
+  f.efa_gdr_off = 32;
+  auto r = evaluate_gdr(f, required("auto"));
+  EXPECT_EQ(r.status, Status::critical);
+  EXPECT_NE(r.findings[0].message.find("the efa driver 2.10.0g reports gdr 0 on 32 of 32 device(s)"),
+            std::string::npos)
+      << r.findings[0].message;
+  EXPECT_NE(r.findings[0].hint.find("/sys/module/efa/version"), std::string::npos);
+}
+
+// An efa path helps EFA devices only: a node with mlx5 NICs beside them still needs its own.
+TEST(GdrCheck, EfaPathDoesNotCoverOtherNics) {
+  auto f = efa_node();
+  f.rdma_nics = 33;
+  EXPECT_EQ(evaluate_gdr(f, required("auto")).status, Status::critical);
+}

@@ -178,3 +178,55 @@ TEST(IbCheck, DownSiblingSetsNoRate) {
   EXPECT_EQ(r.count(Status::critical), 1);
   EXPECT_EQ(r.count(Status::warning), 0);
 }
+
+// EFA: the link layer its driver always reports is "Unknown"; that is a value, not an
+// unreadable file, and the fixes name EFA's tools.
+TEST(IbCheck, EfaUnknownLinkLayerIsNotUnknown) {
+  IbInventory inv;
+  inv.class_present = true;
+  for (int i = 0; i < 4; ++i) {
+    IbHca h;
+    h.name = "rdmap" + std::to_string(20 + i) + "s0";
+    h.driver = "efa";
+    h.pci_id = "1d0f:efa1";
+    h.ports.push_back(port(h.name, "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Unknown"));
+    inv.hcas.push_back(h);
+  }
+  auto r = evaluate_ib(inv, IbExpect{});
+  EXPECT_EQ(r.status, Status::ok) << (r.most_severe() ? r.most_severe()->message : "");
+  inv.hcas[1].ports[0] = port(inv.hcas[1].name, "4: ACTIVE", "5: LinkUp", "25 Gb/sec (1X EDR)", "Unknown");
+  r = evaluate_ib(inv, IbExpect{});
+  ASSERT_EQ(r.status, Status::warning);
+  EXPECT_EQ(r.most_severe()->message,
+            "rdmap21s0 port 1 runs at 25 Gb/sec (1X EDR) where its identical siblings (1d0f:efa1 Unknown) run at "
+            "100 Gb/sec (4X EDR)");
+  EXPECT_NE(r.most_severe()->hint.find("ibv_devinfo -d rdmap21s0"), std::string::npos);
+  EXPECT_EQ(r.most_severe()->hint.find("mlx"), std::string::npos);
+}
+
+// The sibling rule compares ports of one role: a storage port at NDR200 on the same card
+// model is no sibling of the compute ports at NDR400.
+TEST(IbCheck, SiblingsAreOfOneRole) {
+  IbInventory inv = inventory(3);
+  inv.hcas.pop_back();  // the bond
+  for (auto& h : inv.hcas) h.model = "MT4129";
+  inv.hcas[2].ports[0] = port("mlx5_2", "4: ACTIVE", "5: LinkUp", "200 Gb/sec (2X NDR)", "InfiniBand");
+  EXPECT_EQ(evaluate_ib(inv, IbExpect{}).status, Status::warning);
+  PortRoles roles;
+  roles["mlx5_2:1"] = {PortRole::storage, "test", false};
+  auto r = evaluate_ib(inv, IbExpect{}, std::nullopt, &roles);
+  EXPECT_EQ(r.status, Status::ok);
+  // Per-role expectations: the fabric's floor does not apply to storage, storage's does.
+  IbExpect e;
+  e.rate_gbps = 400;
+  e.storage.rate_gbps = 400;
+  r = evaluate_ib(inv, e, std::nullopt, &roles);
+  ASSERT_EQ(r.status, Status::critical);
+  EXPECT_EQ(r.most_severe()->message, "mlx5_2 port 1 (storage) runs at 200 Gb/sec (2X NDR) where 400 Gb/sec is expected");
+  // An unused port is never expected up.
+  inv.hcas[2].ports[0] = port("mlx5_2", "1: DOWN", "2: Polling", "10 Gb/sec (4X SDR)", "InfiniBand");
+  roles["mlx5_2:1"] = {PortRole::unused, "test", false};
+  r = evaluate_ib(inv, e, std::nullopt, &roles);
+  EXPECT_EQ(r.status, Status::ok);
+  EXPECT_EQ(r.summary, "2 HCAs, 2 ports up, 1 unused");
+}

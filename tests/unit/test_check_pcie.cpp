@@ -284,3 +284,21 @@ TEST(PcieCheck, UnlistablePciIsUnknown) {
   auto r = evaluate_pcie(f, {});
   EXPECT_EQ(r.status, Status::unknown);
 }
+
+// The NIC floors are the GPU fabric's (--baseline reads them there): a front-end card of
+// another model that can do only Gen4 is held to what it can do, a Gen5 card at Gen4 is not.
+TEST(PcieCheck, NicFloorNeverAsksMoreThanTheCardCanDo) {
+  auto f = node();
+  PcieSettings s;
+  s.nic_speed = 32;
+  s.nic_width = 16;
+  find(f, "0000:14:00.0").link = mk_link("16.0 GT/s PCIe", "16", "16.0 GT/s PCIe", "16");
+  find(f, "0000:12:01.0").link = mk_link("16.0 GT/s PCIe", "16");
+  EXPECT_EQ(evaluate_pcie(f, s).status, Status::ok);
+  find(f, "0000:14:00.0").link = mk_link("16.0 GT/s PCIe", "16");
+  auto r = evaluate_pcie(f, s);
+  EXPECT_EQ(r.status, Status::critical);
+  EXPECT_NE(r.most_severe()->message.find("below the x16 at 32.0 GT/s that pcie.nic_width/nic_speed ask for"),
+            std::string::npos)
+      << r.most_severe()->message;
+}

@@ -63,17 +63,12 @@ TEST(KmsgText, SkipsContinuationLinesAndCountsJunk) {
   EXPECT_TRUE(parse_kmsg_text("6,1,1,-;a\n6,5,2,-;b\n").overwritten);
 }
 
-TEST(XidMessage, BothDriverForms) {
+TEST(XidMessage, TheDriversForm) {
   auto e = parse_xid_message("NVRM: Xid (PCI:0000:94:00): 79, pid=41222, name=python3, GPU has fallen off the bus.");
   ASSERT_TRUE(e);
   EXPECT_EQ(e->gpu, "0000:94:00");
   EXPECT_EQ(e->xid, 79);
   EXPECT_EQ(e->detail, "pid=41222, name=python3, GPU has fallen off the bus.");
-  // Drivers before about 440 printed the bus id without "PCI:".
-  auto old = parse_xid_message("NVRM: Xid (0000:01:00): 3, C 00000005 SC 00000007 M 00001ffc Data ffffffff");
-  ASSERT_TRUE(old);
-  EXPECT_EQ(old->gpu, "0000:01:00");
-  EXPECT_EQ(old->xid, 3);
   auto bare = parse_xid_message("NVRM: Xid (PCI:0000:2B:00): 79, GPU has fallen off the bus.");
   ASSERT_TRUE(bare);
   EXPECT_EQ(bare->gpu, "0000:2b:00");

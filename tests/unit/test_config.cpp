@@ -182,3 +182,38 @@ TEST(Config, PcieAndGdrSections) {
   EXPECT_NE(gdr.error().find("'gdr.required' is 'sometimes' (expected one of: auto, true, false)"), std::string::npos);
   EXPECT_FALSE(parse_config("gdr:\n  peermem: true\n", "t.yaml"));
 }
+
+TEST(Config, IbRolesAndPerRoleExpectations) {
+  auto cfg = parse_config(
+      "ib:\n  rate_gbps: 400\n  link_layer: Unknown\n  roles:\n    - {hca: \"mlx5_[12]\", role: storage}\n"
+      "    - {netdev: \"enp*np1\", port: 1, role: frontend}\n  storage: {rate_gbps: 200, link_layer: InfiniBand}\n"
+      "  frontend:\n    rate_gbps: 100\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg) << cfg.error();
+  ASSERT_EQ(cfg->ib.roles.size(), 2u);
+  EXPECT_EQ(cfg->ib.roles[0].hca, "mlx5_[12]");
+  EXPECT_EQ(cfg->ib.roles[0].role, PortRole::storage);
+  EXPECT_EQ(cfg->ib.roles[0].line, 5);
+  EXPECT_EQ(cfg->ib.roles[1].netdev, "enp*np1");
+  EXPECT_EQ(cfg->ib.roles[1].port, 1);
+  EXPECT_EQ(cfg->ib.roles[1].role, PortRole::frontend);
+  EXPECT_EQ(cfg->ib.expect_for(PortRole::fabric).link_layer, "Unknown");
+  EXPECT_EQ(cfg->ib.expect_for(PortRole::storage).rate_gbps, 200);
+  EXPECT_EQ(cfg->ib.expect_for(PortRole::frontend).rate_gbps, 100);
+  EXPECT_FALSE(cfg->ib.expect_for(PortRole::unused).rate_gbps);
+}
+
+TEST(Config, IbRolesErrorsNameTheKey) {
+  auto bad = parse_config("ib:\n  roles:\n    - {hca: mlx5_1, role: compute}\n", "t.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("t.yaml:3: 'ib.roles[].role' is 'compute' (expected one of: fabric, storage, frontend, "
+                             "unused)"),
+            std::string::npos)
+      << bad.error();
+  bad = parse_config("ib:\n  roles:\n    - {role: storage}\n", "t.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("needs hca or netdev"), std::string::npos) << bad.error();
+  bad = parse_config("ib:\n  storage: {speed: 200}\n", "t.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("unknown key 'ib.storage.speed'"), std::string::npos) << bad.error();
+}

@@ -25,3 +25,13 @@ TEST(ControlBytes, OneRuleForChecksAndEscapes) {
   EXPECT_FALSE(safe_env_value("run\xc2\x9b" "31m"));
   EXPECT_EQ(replace_control("a\x1b[2J\xc2\x9b" "b\n", ' '), "a [2J b ");
 }
+
+// Issue 30: `gpudiag nccl-log --json` let DEL and C1 controls through (the serializer
+// escapes only C0). They become \u escapes; the JSON's own newlines stay.
+TEST(ControlBytes, JsonGetsDelAndC1AsUnicodeEscapes) {
+  const std::string json = "{\n  \"m\": \"a\x7f" "b\xc2\x80" "c\xc2\x9b" "31m\xc2\x9f\xc2\xa0\xc3\xa9\\u001b\"\n}";
+  const std::string out = escape_control_in_json(json);
+  EXPECT_EQ(out, "{\n  \"m\": \"a\\u007fb\\u0080c\\u009b31m\\u009f\xc2\xa0\xc3\xa9\\u001b\"\n}");
+  for (std::size_t i = 0; i < out.size(); ++i)
+    EXPECT_TRUE(control_length(out, i) == 0 || out[i] == '\n') << i;
+}

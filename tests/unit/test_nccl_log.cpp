@@ -12,6 +12,7 @@
 #include "nccllog/nccl_log_line.h"
 #include "nccllog/nccl_log_reader.h"
 #include "nccllog/nccl_log_report.h"
+#include "util/control_bytes.h"
 
 using namespace gpudiag;
 
@@ -504,4 +505,22 @@ TEST(NcclLog, NothingReadIsUnknownNeverClean) {
   EXPECT_EQ(nccl_log_exit_code(b, diagnose(b, {})), kNcclLogUnknown);
   EXPECT_NE(format_nccl_report(b, {}).find("result: unknown (no NCCL line in what was read)"), std::string::npos);
   fs::remove_all(dir);
+}
+
+// Issue 30: DEL and C1 controls reached the terminal through --json (the serializer
+// escapes only C0). The warning text is cleaned by the analyzer; a file's name is not.
+TEST(NcclLogReport, JsonTextEscapesDelAndC1) {
+  const std::string file = "run\x7f\xc2\x9b" "2J\xc2\x85\x1b.log";
+  NcclLogAnalyzer an;
+  an.add_line("node1:7:7 [0] NCCL INFO NCCL version 2.21.5", file);
+  an.add_line("node1:7:9 [0] x.cc:1 NCCL WARN bad \x7f del \xc2\x9b" "2J csi", file);
+  auto a = an.finish();
+  const std::string text = nccl_report_json_text(a, diagnose(a, {}));
+  for (std::size_t i = 0; i < text.size(); ++i)
+    ASSERT_TRUE(control_length(text, i) == 0 || text[i] == '\n') << "a control byte at " << i << ": " << text;
+  EXPECT_NE(text.find("run\\u007f\\u009b2J\\u0085\\u001b.log"), std::string::npos) << text;
+  // The same string once parsed: the escapes only change how it is written.
+  auto j = nlohmann::json::parse(text);
+  ASSERT_EQ(j["processes"].size(), 1u) << text;
+  EXPECT_EQ(j["processes"][0].value("source", ""), file);
 }

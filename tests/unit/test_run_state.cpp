@@ -39,6 +39,10 @@ class TempDir : public ::testing::Test {
 
 }  // namespace
 
+Result<bool> write_file_atomically(const std::string& path, std::string_view data, mode_t mode) {
+  return gpudiag::write_file_atomically(place_of(path), data, mode, kFileTimeoutS);
+}
+
 using RunStateTest = TempDir;
 using AtomicFileTest = TempDir;
 
@@ -166,4 +170,28 @@ TEST_F(AtomicFileTest, RefusesSymlinksAndNonFiles) {
   auto missing = write_file_atomically(root + "/no/such/dir/x.prom", "x", 0644);
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().rfind("gpudiag: cannot write ", 0), 0u) << missing.error();
+}
+
+TEST_F(AtomicFileTest, ASymlinkedDirectoryOnThePathIsRefused) {
+  // Issue 30: the directory of --output was followed. A link as the directory, or
+  // anywhere above it, could aim root's write into a place its owner chose.
+  const std::string real = root + "/real";
+  fs::create_directories(real + "/sub");
+  ASSERT_EQ(::symlink(real.c_str(), (root + "/link").c_str()), 0);
+  for (const std::string& path : {root + "/link/x.prom", root + "/link/sub/x.prom"}) {
+    auto w = write_file_atomically(path, "x", 0644);
+    ASSERT_FALSE(w) << path;
+    EXPECT_NE(w.error().find("is a symlink or has one on its path: not used (give the real path"), std::string::npos)
+        << w.error();
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(real), fs::directory_iterator()), 1);  // sub/ only
+  EXPECT_TRUE(fs::is_empty(real + "/sub"));
+  // The real path works, relative paths too.
+  ASSERT_TRUE(write_file_atomically(real + "/sub/x.prom", "x", 0644));
+  // A run state directory with a link above it is not used either.
+  auto s = RunState::load(root + "/link/sub", "n");
+  EXPECT_NE(s.note().find("symlink"), std::string::npos) << s.note();
+  s.set("xid", 1);
+  EXPECT_FALSE(s.save());
+  EXPECT_FALSE(fs::exists(real + "/sub/n.json"));
 }

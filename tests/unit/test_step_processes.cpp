@@ -110,3 +110,30 @@ TEST(JobOwner, ParsesSqueueUid) {
   EXPECT_FALSE(parse_squeue_uid("4294967295", "7"));  // (uid_t)-1
   EXPECT_FALSE(parse_squeue_uid("9999999999", "7"));
 }
+
+// Issue 30: srun as the owner shows its environment to the owner (/proc/PID/environ), so
+// it gets only what finds Slurm and prints text, and the owner's own names.
+TEST(JobOwner, TheOwnersSrunGetsNoneOfRootsOtherVariables) {
+  auto env = owner_environment({"PATH=/usr/sbin:/usr/bin", "SLURM_CONF=/etc/slurm/x.conf", "SLURM_CLUSTERS=a",
+                                "LANG=C.UTF-8", "LC_ALL=C", "TZ=UTC", "HOME=/root", "USER=root", "LOGNAME=root",
+                                "SSH_AUTH_SOCK=/tmp/ssh-x/agent.1", "VAULT_TOKEN=s.secret", "SLURM_JOB_ID=7",
+                                "LD_PRELOAD=/root/x.so", "PATHOLOGICAL=1", "=odd", "NOEQUALS"},
+                               "alice", "/home/alice");
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/usr/sbin:/usr/bin", "SLURM_CONF=/etc/slurm/x.conf",
+                                           "SLURM_CLUSTERS=a", "LANG=C.UTF-8", "LC_ALL=C", "TZ=UTC",
+                                           "HOME=/home/alice", "USER=alice", "LOGNAME=alice"}));
+}
+
+TEST(JobOwner, CredentialsOfAUserAndOfNoOne) {
+  auto nobody = owner_credentials(65534, {"PATH=/bin", "SECRET=1"});
+  if (!nobody) GTEST_SKIP() << nobody.error();
+  EXPECT_EQ(nobody->uid, 65534u);
+  EXPECT_FALSE(nobody->groups.empty());
+  EXPECT_EQ(nobody->env[0], "PATH=/bin");
+  EXPECT_EQ(nobody->env.size(), 4u);
+  auto none = owner_credentials(3999999999u, {});
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().find("gpudiag: cannot switch to the job's owner (uid 3999999999): no such user on this host"),
+            std::string::npos)
+      << none.error();
+}

@@ -1,0 +1,485 @@
+// The Python stack reader against real CPython processes (whatever /usr/bin/python3 is:
+// 3.11 on Debian 12, 3.13 under scripts/test-on trixie), and its pure parts against
+// hand-made input.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "stacks/pyframes/elf_image.h"
+#include "stacks/pyframes/frame_walker.h"
+#include "stacks/pyframes/line_table.h"
+#include "stacks/pyframes/proc_maps.h"
+#include "stacks/pyframes/python_layout.h"
+#include "stacks/pyframes/python_stacks.h"
+#include "stacks/stack_report.h"
+
+namespace gpudiag {
+namespace {
+
+using namespace std::chrono_literals;
+using pyframes::line_for_offset;
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+// A script whose threads each block in C at a known line, then say "ready" on stdout.
+// Line numbers matter: the test asserts them.
+const char* kScript = R"PY(import os, socket, sys, threading, time
+
+def sleeper(ready):
+    ready.set()
+    time.sleep(3600)  # line 5
+
+class Waiter:
+    def wait_here(self, ready):
+        ev = threading.Event()
+        ready.set()
+        ev.wait()  # line 11
+
+def receiver(ready, sock):
+    ready.set()
+    sock.recv(1)  # line 15
+
+def main():
+    a, b = socket.socketpair()
+    started = []
+    for target, args in ((sleeper, ()), (Waiter().wait_here, ()), (receiver, (a,))):
+        ready = threading.Event()
+        threading.Thread(target=target, args=(ready,) + args, daemon=True).start()
+        ready.wait()
+        started.append(ready)
+    print("ready", threading.get_native_id(), flush=True)
+    sys.stdin.read()  # line 26
+
+main()  # line 28
+)PY";
+
+struct Child {
+  pid_t pid = -1;
+  int out = -1, in = -1;
+  ~Child() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (out >= 0) ::close(out);
+    if (in >= 0) ::close(in);
+  }
+};
+
+std::string script_path() {
+  static std::string path = [] {
+    char tmpl[] = "/tmp/gpudiag_pyframes_XXXXXX";
+    int fd = ::mkstemp(tmpl);
+    std::string s = std::string(tmpl);
+    (void)!::write(fd, kScript, std::strlen(kScript));
+    ::close(fd);
+    return s;
+  }();
+  return path;
+}
+
+// Starts `argv` with a pipe on stdin and stdout; returns once the first line arrived.
+bool start(Child& c, const std::vector<std::string>& argv, std::string& first_line) {
+  int out[2], in[2];
+  if (::pipe2(out, O_CLOEXEC) || ::pipe2(in, O_CLOEXEC)) return false;
+  c.pid = ::fork();
+  if (c.pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(in[0]);
+  c.out = out[0];
+  c.in = in[1];
+  char ch;
+  while (::read(c.out, &ch, 1) == 1 && ch != '\n') first_line += ch;
+  return !first_line.empty();
+}
+
+// Waits until the process's main thread sits in read(2) (the scripts block there after
+// saying "ready", so a read of their stacks cannot race their last lines).
+bool wait_in_read(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream sc("/proc/" + std::to_string(pid) + "/syscall");
+    long nr = -1;
+    if (sc >> nr && nr == __NR_read) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+std::string dump(const PyStacks& s);
+
+// The stacks once the same answer comes twice with no thread holding the GIL: each
+// thread said "ready" just before blocking, and may be between the two.
+PyStacks settled_stacks(pid_t pid) {
+  PyStacks last = read_python_stacks(pid, 5000ms);
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(20ms);
+    PyStacks now = read_python_stacks(pid, 5000ms);
+    bool gil = false;
+    for (const auto& t : now.threads) gil = gil || t.holds_gil;
+    if (!gil && dump(now) == dump(last)) return now;
+    last = now;
+  }
+  return last;
+}
+
+const PyThread* thread_with(const PyStacks& s, const std::string& function) {
+  for (const auto& t : s.threads)
+    if (!t.frames.empty() && t.frames.front().function == function) return &t;
+  return nullptr;
+}
+
+std::string dump(const PyStacks& s) {
+  std::string o = "version " + s.python_version + " method " + s.method + " why_none " + s.why_none + "\n";
+  for (const auto& t : s.threads) {
+    o += "thread " + std::to_string(t.tid) + (t.holds_gil ? " gil" : "") + (t.note.empty() ? "" : " note " + t.note) + "\n";
+    for (const auto& f : t.frames) o += "  " + f.function + " " + f.file + ":" + std::to_string(f.line) + "\n";
+  }
+  return o;
+}
+
+TEST(PythonStacks, EveryThreadOfARealPythonBlockedInC) {
+  Child c;
+  std::string ready;
+  ASSERT_TRUE(start(c, {kPython, script_path()}, ready)) << "python3 did not start";
+  ASSERT_EQ(ready.rfind("ready ", 0), 0u) << ready;
+  const long main_tid = std::stol(ready.substr(6));
+  ASSERT_TRUE(wait_in_read(c.pid));
+
+  PyStacks s = settled_stacks(c.pid);
+  SCOPED_TRACE(dump(s));
+  EXPECT_EQ(s.why_none, "");
+  EXPECT_EQ(s.method.rfind("gpudiag (CPython 3.", 0), 0u);
+  EXPECT_EQ(s.python_version.rfind("3.", 0), 0u);
+  ASSERT_EQ(s.threads.size(), 4u);
+  const std::string file = script_path();
+
+  const PyThread* sleeper = thread_with(s, "sleeper");
+  ASSERT_NE(sleeper, nullptr);
+  EXPECT_EQ(sleeper->frames[0].file, file);
+  EXPECT_EQ(sleeper->frames[0].line, 5);
+  // Then threading's own frames: Thread.run, _bootstrap_inner, _bootstrap.
+  ASSERT_GE(sleeper->frames.size(), 2u);
+  EXPECT_EQ(sleeper->frames[1].function, "Thread.run");
+  EXPECT_NE(sleeper->frames[1].file.find("threading.py"), std::string::npos);
+  EXPECT_EQ(sleeper->frames.back().function, "Thread._bootstrap");
+
+  // Event.wait blocks in Condition.wait, in C (lock.acquire): innermost is threading's.
+  const PyThread* waiter = thread_with(s, "Condition.wait");
+  ASSERT_NE(waiter, nullptr);
+  ASSERT_GE(waiter->frames.size(), 3u);
+  EXPECT_EQ(waiter->frames[1].function, "Event.wait");
+  EXPECT_EQ(waiter->frames[2].function, "Waiter.wait_here");  // the qualname
+  EXPECT_EQ(waiter->frames[2].file, file);
+  EXPECT_EQ(waiter->frames[2].line, 11);
+
+  const PyThread* receiver = thread_with(s, "receiver");
+  ASSERT_NE(receiver, nullptr);
+  EXPECT_EQ(receiver->frames[0].line, 15);
+
+  const PyThread* main = thread_with(s, "main");
+  ASSERT_NE(main, nullptr);
+  EXPECT_EQ(main->tid, main_tid);
+  ASSERT_EQ(main->frames.size(), 2u);
+  EXPECT_EQ(main->frames[0].line, 26);
+  EXPECT_EQ(main->frames[1].function, "<module>");
+  EXPECT_EQ(main->frames[1].line, 28);
+
+  // Every thread is blocked in C with the GIL released; each tid is one of the process's.
+  for (const auto& t : s.threads) {
+    EXPECT_FALSE(t.holds_gil);
+    EXPECT_EQ(::access(("/proc/" + std::to_string(c.pid) + "/task/" + std::to_string(t.tid)).c_str(), F_OK), 0);
+  }
+  // Reading did not stop it: it is still sleeping, not traced.
+  std::ifstream status("/proc/" + std::to_string(c.pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("TracerPid:", 0) == 0) {
+      EXPECT_EQ(line.substr(line.find_last_of("\t ") + 1), "0");
+    }
+  }
+}
+
+// The hang report without py-spy: every process's Python stacks from gpudiag's reader,
+// named as such, with the names a program chose escaped (a code object's name is the
+// program's to set).
+TEST(PythonStacks, TheStackReportCarriesThemWithoutPySpy) {
+  Child c;
+  std::string ready;
+  ASSERT_TRUE(start(c, {kPython, "-c",
+                        "import sys, time\n"
+                        "def f():\n"
+                        "    print('ready', flush=True)\n"
+                        "    sys.stdin.read()\n"
+                        "f.__code__ = f.__code__.replace(co_qualname='evil\\x1b[2J', co_name='evil\\x1b[2J')\n"
+                        "f()\n"},
+                    ready));
+  ASSERT_TRUE(wait_in_read(c.pid));
+  std::string report = stack_report("h", {{0, c.pid}}, StackTools{}, 5);
+  EXPECT_NE(report.find("py-spy not found (Python stacks: gpudiag's reader)"), std::string::npos) << report;
+  EXPECT_NE(report.find("  Python stacks (gpudiag (CPython 3."), std::string::npos) << report;
+  EXPECT_NE(report.find("      evil\\x1b[2J (<string>:4)\n      <module> (<string>:6)\n"), std::string::npos) << report;
+  EXPECT_EQ(report.find('\x1b'), std::string::npos) << report;
+}
+
+TEST(PythonStacks, AProgramThatIsNotPythonSaysSo) {
+  Child c;
+  std::string first;
+  ASSERT_TRUE(start(c, {"/bin/sh", "-c", "echo up; exec sleep 600"}, first));
+  // The shell execs sleep after the echo: wait until it did.
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream comm("/proc/" + std::to_string(c.pid) + "/comm");
+    std::string name;
+    if (std::getline(comm, name) && name == "sleep") break;
+    std::this_thread::sleep_for(10ms);
+  }
+  PyStacks s = read_python_stacks(c.pid, 2000ms);
+  EXPECT_TRUE(s.threads.empty());
+  EXPECT_EQ(s.why_none, "no Python frames: not a CPython program (no libpython3 or python3 mapped)");
+}
+
+TEST(PythonStacks, AProcessThatIsGoneSaysSo) {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  PyStacks s = read_python_stacks(pid, 1000ms);
+  EXPECT_TRUE(s.threads.empty());
+  EXPECT_EQ(s.why_none, "no Python frames: the process is gone");
+}
+
+// A process that exits while it is read: the reader, looping over it, sees a clean
+// answer or a reason every time, never a crash or a half-filled result.
+TEST(PythonStacks, AProcessThatExitsMidReadGivesAReason) {
+  Child c;
+  std::string ready;
+  ASSERT_TRUE(start(c, {kPython, script_path()}, ready));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(20ms);
+    ::kill(c.pid, SIGKILL);
+  });
+  int answers = 0, reasons = 0;
+  for (int i = 0; i < 2000 && reasons == 0; ++i) {
+    PyStacks s = read_python_stacks(c.pid, 1000ms);
+    if (s.why_none.empty()) {
+      ++answers;
+      EXPECT_FALSE(s.threads.empty());
+    } else {
+      ++reasons;
+      EXPECT_EQ(s.why_none.rfind("no Python frames: ", 0), 0u) << s.why_none;
+      EXPECT_TRUE(s.threads.empty()) << dump(s);
+    }
+  }
+  killer.join();
+  ::waitpid(c.pid, nullptr, 0);
+  c.pid = -1;
+  EXPECT_GT(reasons, 0);
+  // Once reaped, it is gone.
+}
+
+// ---- pure parts ----
+
+// co_linetable of `def f():\n    x = 1\n    return x` (3.11/3.13 form, first line 1),
+// hand-encoded: RESUME on line 1 (short form, 1 unit), then line 2 (+1) 2 units, then
+// line 3 (+1) 2 units, then an entry without location.
+TEST(LineTable, DecodesEntriesByByteOffset) {
+  const std::uint8_t table[] = {
+      0x80 | (0 << 3) | 0, 0x00,              // code 0 (short form), 1 unit, line +0
+      0x80 | (11 << 3) | 1, 0x04, 0x05,       // one-line form +1, 2 units
+      0x80 | (13 << 3) | 1, 0x02,             // no columns, svarint +1, 2 units
+      0x80 | (15 << 3) | 0,                   // no location, 1 unit
+      0x80 | (14 << 3) | 0, 0x05, 0x00, 0x00, 0x00,  // long form, -2 (svarint 5), 1 unit
+  };
+  EXPECT_EQ(line_for_offset(table, sizeof table, 1, 0), 1);
+  EXPECT_EQ(line_for_offset(table, sizeof table, 1, 2), 2);
+  EXPECT_EQ(line_for_offset(table, sizeof table, 1, 4), 2);
+  EXPECT_EQ(line_for_offset(table, sizeof table, 1, 6), 3);
+  EXPECT_EQ(line_for_offset(table, sizeof table, 1, 8), 3);
+  EXPECT_EQ(line_for_offset(table, sizeof table, 1, 10), 0);  // no location
+  EXPECT_EQ(line_for_offset(table, sizeof table, 1, 12), 1);  // 3 - 2
+  EXPECT_EQ(line_for_offset(table, sizeof table, 1, 14), 0);  // past the end
+  EXPECT_EQ(line_for_offset(table, 9, 1, 12), 0);             // cut inside an entry's line delta
+}
+
+TEST(ProcMaps, FindsLibpythonFirstThenThePythonExecutable) {
+  const char* text =
+      "00400000-00420000 r--p 00000000 fe:01 100 /usr/bin/python3.11\n"
+      "7f0000000000-7f0000100000 r--p 00000000 fe:01 200 /usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0\n"
+      "7f0000100000-7f0000200000 rw-p 00100000 fe:01 200 /usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0\n"
+      "7f0000300000-7f0000400000 rw-p 00000000 00:00 0 \n"
+      "7f0000500000-7f0000600000 r-xp 00000000 fe:01 300 /opt/my prog (deleted)\n"
+      "garbage line\n";
+  auto maps = pyframes::parse_maps(text);
+  ASSERT_EQ(maps.size(), 5u);
+  EXPECT_EQ(maps[4].path, "/opt/my prog (deleted)");
+  EXPECT_EQ(maps[3].path, "");
+  auto c = pyframes::python_image_candidates(maps, "/opt/my prog (deleted)");
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0]->inode, 200u);
+  EXPECT_EQ(c[1]->inode, 100u);
+  EXPECT_EQ(c[2]->inode, 300u);
+  EXPECT_EQ(pyframes::address_of_file_offset(maps, *c[0], 0x100010), 0x7f0000100010u);
+  EXPECT_EQ(pyframes::address_of_file_offset(maps, *c[0], 0x300000), 0u);
+}
+
+TEST(ElfImage, FindsThePythonRuntimeInTheRealInterpreter) {
+  char real[4096];
+  ssize_t n = ::readlink(kPython, real, sizeof real - 1);
+  std::string path = n > 0 ? (real[0] == '/' ? std::string(real, n) : "/usr/bin/" + std::string(real, n)) : kPython;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  auto r = pyframes::parse_elf(
+      [fd](std::uint64_t off, void* out, std::size_t len) {
+        return ::pread(fd, out, len, static_cast<off_t>(off)) == static_cast<ssize_t>(len);
+      },
+      static_cast<std::uint64_t>(size));
+  ::close(fd);
+  ASSERT_TRUE(r.facts) << r.error;
+  // Debian links libpython into the executable and exports its symbols.
+  ASSERT_TRUE(r.facts->pyruntime_section);
+  ASSERT_TRUE(r.facts->py_runtime);
+  EXPECT_EQ(*r.facts->py_runtime, *r.facts->pyruntime_section);
+  EXPECT_TRUE(r.facts->py_version);
+  EXPECT_TRUE(r.facts->code_type);
+}
+
+TEST(ElfImage, RefusesWhatIsNotElf) {
+  std::string junk(200, 'x');
+  auto read = [&](std::uint64_t off, void* out, std::size_t len) {
+    if (off > junk.size() || len > junk.size() - off) return false;
+    std::memcpy(out, junk.data() + off, len);
+    return true;
+  };
+  EXPECT_EQ(pyframes::parse_elf(read, junk.size()).error, "not an ELF file");
+  EXPECT_EQ(pyframes::parse_elf(read, 10).error, "shorter than an ELF header");
+}
+
+TEST(PythonLayout, VersionsOutsideTheCheckedOnesAreRefusedWithTheReason) {
+  EXPECT_EQ(pyframes::version_text(0x030B02F0), "3.11.2");
+  EXPECT_EQ(pyframes::version_text(0x030E00C1), "3.14.0rc1");
+  EXPECT_TRUE(pyframes::layout_311(0x030B02F0).layout);
+  auto other = pyframes::layout_311(0x030B09F0);
+  EXPECT_FALSE(other.layout);
+  EXPECT_NE(other.why_not.find("CPython 3.11.9 has no debug offsets table"), std::string::npos) << other.why_not;
+  EXPECT_NE(other.why_not.find("install py-spy"), std::string::npos);
+
+  unsigned char table[pyframes::kDebugOffsetsRead] = {};
+  std::memcpy(table, "xdebugpy", 8);
+  std::uint64_t v = 0x030F00A1;
+  std::memcpy(table + 8, &v, 8);
+  EXPECT_NE(pyframes::layout_from_debug_offsets(table, sizeof table).why_not.find("3.15.0a1's debug offsets table is in "
+                                                                                   "a form this gpudiag does not know"),
+            std::string::npos);
+  v = 0x030D05F0;
+  std::memcpy(table + 8, &v, 8);
+  // All offsets zero and sizes zero: not CPython's.
+  EXPECT_NE(pyframes::layout_from_debug_offsets(table, sizeof table).why_not.find("outside its own structures"),
+            std::string::npos);
+}
+
+// A fake process memory made of a byte buffer at a fixed address.
+class BufferMemory : public pyframes::MemoryReader {
+ public:
+  BufferMemory(std::uint64_t base, std::vector<unsigned char> bytes) : base_(base), bytes_(std::move(bytes)) {}
+  bool read(std::uint64_t addr, void* out, std::size_t len) override {
+    if (addr < base_ || addr - base_ > bytes_.size() || len > bytes_.size() - (addr - base_)) {
+      error_ = EFAULT;
+      return false;
+    }
+    std::memcpy(out, bytes_.data() + (addr - base_), len);
+    return true;
+  }
+
+ private:
+  std::uint64_t base_;
+  std::vector<unsigned char> bytes_;
+};
+
+TEST(FrameWalker, GarbageAndLoopsEndWithAReason) {
+  // A 3.11 runtime whose interpreter's thread list points at itself, and whose frame
+  // chain loops: the walk ends, capped, with notes.
+  const std::uint64_t base = 0x10000;
+  std::vector<unsigned char> mem(0x4000, 0);
+  auto put = [&](std::uint64_t addr, std::uint64_t v) { std::memcpy(mem.data() + (addr - base), &v, 8); };
+  put(base + 40, base + 0x1000);            // interpreters.head
+  put(base + 0x1000 + 16, base + 0x2000);   // threads.head
+  put(base + 0x2000 + 8, base + 0x2000);    // tstate->next: itself
+  put(base + 0x2000 + 160, 4242);           // native_thread_id
+  put(base + 0x2000 + 56, base + 0x2800);   // cframe
+  put(base + 0x2800 + 8, base + 0x3000);    // current_frame
+  put(base + 0x3000 + 48, base + 0x3000);   // previous: itself
+  put(base + 0x3000 + 32, base + 0x3800);   // f_code: zeroes, not readable as strings
+  BufferMemory m(base, mem);
+  pyframes::WalkInput in;
+  in.runtime = base;
+  in.file_version = 0x030B02F0;
+  auto r = pyframes::walk_python(m, in);
+  ASSERT_EQ(r.stacks.threads.size(), 1u) << r.stacks.why_none;
+  EXPECT_EQ(r.stacks.threads[0].tid, 4242);
+  EXPECT_NE(r.stacks.threads[0].note.find("loops back"), std::string::npos) << r.stacks.threads[0].note;
+  ASSERT_EQ(r.stacks.threads[0].frames.size(), 1u);
+  EXPECT_EQ(r.stacks.threads[0].frames[0].function, "<unreadable code object>");
+
+  in.file_version = 0x030C00F0;
+  r = pyframes::walk_python(m, in);
+  EXPECT_EQ(r.stacks.why_none,
+            "no Python frames: CPython 3.12.0 is not supported by gpudiag's reader (3.11, 3.13 and 3.14 are); install "
+            "py-spy");
+  in.file_version.reset();
+  r = pyframes::walk_python(m, in);
+  EXPECT_NE(r.stacks.why_none.find("the exact CPython version is unknown"), std::string::npos);
+  in.runtime = 0x90000;
+  r = pyframes::walk_python(m, in);
+  EXPECT_NE(r.stacks.why_none.find("is unreadable"), std::string::npos) << r.stacks.why_none;
+}
+
+// The fuzzer's seeds are whole images of each version's structures (fuzz/seeds/
+// pyframes_walk: 3.11.2's layout; 3.13.5's and 3.14.8's debug offsets tables as their
+// Debian binaries carry them): the walk through each gives the same two frames.
+TEST(FrameWalker, SeedImagesOfEachVersionWalk) {
+  for (const char* name : {"cpython-3.11.2", "cpython-3.13", "cpython-3.14"}) {
+    SCOPED_TRACE(name);
+    std::ifstream f(std::string(GPUDIAG_SOURCE_DIR) + "/fuzz/seeds/pyframes_walk/" + name, std::ios::binary);
+    std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    ASSERT_GT(bytes.size(), 1u);
+    const unsigned char mode = bytes[0];
+    BufferMemory m(0x10000, std::vector<unsigned char>(bytes.begin() + 1, bytes.end()));
+    pyframes::WalkInput in;
+    in.runtime = 0x10000;
+    if ((mode & 3) == 0) in.file_version = 0x030B02F0;
+    if (mode & 4) in.code_type = 0x10100;
+    auto r = pyframes::walk_python(m, in);
+    ASSERT_EQ(r.stacks.why_none, "");
+    EXPECT_EQ(r.stacks.python_version.substr(0, 4), std::string(name).substr(8, 4));
+    ASSERT_EQ(r.stacks.threads.size(), 1u);
+    const auto& t = r.stacks.threads[0];
+    EXPECT_EQ(t.tid, 1234);
+    ASSERT_EQ(t.frames.size(), 2u) << t.note;
+    EXPECT_EQ(t.frames[0].function, "fn");
+    EXPECT_EQ(t.frames[0].file, "file.py");
+    EXPECT_EQ(t.frames[0].line, 12);
+    EXPECT_EQ(t.frames[1].line, 11);
+  }
+}
+
+}  // namespace
+}  // namespace gpudiag
