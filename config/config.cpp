@@ -408,6 +408,16 @@ void read_gdr(const Reader& r, const YAML::Node& n, GdrSettings& g) {
   if (n["required"]) g.required = r.one_of(n["required"], "gdr.required", {"auto", "true", "false"});
 }
 
+void read_fabric(const Reader& r, const YAML::Node& n, FabricSettings& f) {
+  r.require_map(n, "fabric");
+  r.only_keys(n, "fabric.", {"action", "seconds", "slow_fraction", "min_gbps", "timeout"});
+  if (n["action"]) f.action = r.one_of(n["action"], "fabric.action", {"fail", "warn"});
+  if (n["seconds"]) f.seconds = r.numeric(n["seconds"], "fabric.seconds", 0.05, 10.0);
+  if (n["slow_fraction"]) f.slow_fraction = r.numeric(n["slow_fraction"], "fabric.slow_fraction", 0.0, 1.0);
+  if (n["min_gbps"]) f.min_gbps = r.numeric(n["min_gbps"], "fabric.min_gbps", 0.0, 100000.0);
+  if (n["timeout"]) f.timeout_s = r.numeric(n["timeout"], "fabric.timeout", 5.0, 50.0);
+}
+
 }  // namespace
 
 const std::vector<std::pair<std::string, unsigned long long>>& default_ib_counter_growth() {
@@ -466,7 +476,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
     YAML::Node root = YAML::Load(std::string(yaml_text));
     if (root.IsNull()) return cfg;  // an empty file: all defaults
     r.require_map(root, "the top level");
-    r.only_keys(root, "", {"health", "drain", "ib", "acs", "iommu", "gpu", "p2p", "nccl", "plugin", "xid", "ibcounters", "pcie", "gdr"});
+    r.only_keys(root, "", {"health", "drain", "ib", "acs", "iommu", "gpu", "p2p", "nccl", "plugin", "xid", "ibcounters", "pcie", "gdr", "fabric"});
     if (root["health"]) read_health(r, root["health"], cfg.health);
     if (root["drain"]) read_drain(r, root["drain"], cfg.drain);
     if (root["ib"]) read_ib(r, root["ib"], cfg.ib);
@@ -490,6 +500,7 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
     if (root["ibcounters"]) read_ibcounters(r, root["ibcounters"], cfg.ibcounters);
     if (root["pcie"]) read_pcie(r, root["pcie"], cfg.pcie);
     if (root["gdr"]) read_gdr(r, root["gdr"], cfg.gdr);
+    if (root["fabric"]) read_fabric(r, root["fabric"], cfg.fabric);
   } catch (const ConfigError& e) {
     return Result<Config>::failure(e.what());
   } catch (const YAML::Exception& e) {

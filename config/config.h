@@ -222,6 +222,16 @@ struct DrainSettings {
   double jitter_s = 2;
 };
 
+// --diag=fabric (issue 32): what lies between the step's nodes, tested before the
+// program starts (fabric/). A pair below either floor is slow.
+struct FabricSettings {
+  std::string action = "fail";   // fail: the step does not start; warn: it starts, the verdict printed
+  double seconds = 0.5;          // each direction of each pair sends this long
+  double slow_fraction = 0.25;   // of the median node's best pair
+  double min_gbps = 0;           // an absolute floor per direction (0: none)
+  double timeout_s = 40;         // the whole test, launch of every node included
+};
+
 struct Config {
   std::string source;  // the file it came from, or "" for built-in defaults
   HealthSettings health;
@@ -237,6 +247,7 @@ struct Config {
   IbCounterSettings ibcounters = {default_ib_counter_growth()};
   PcieSettings pcie;
   GdrSettings gdr;
+  FabricSettings fabric;
 };
 
 // Every check gpudiag-health knows, in run order.

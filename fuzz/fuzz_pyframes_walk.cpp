@@ -1,11 +1,11 @@
 // The Python frame walker over garbage: the memory of a process that may be anything
 // (exiting, another program, hostile), read through the same MemoryReader interface the
-// real reader uses. Input: one mode byte, then the memory image, mapped at kBase where
-// _PyRuntime is said to be. Mode bits 0-1: the version the ELF file stated (3.11.2, none:
-// the debug offsets table decides, 3.12.0); bit 2: PyCode_Type at kBase + 0x100.
+// real reader uses. Input: one mode byte (pyframes_walk_mode.h), then the memory image,
+// mapped at kBase where _PyRuntime is said to be.
 #include <cstring>
 
 #include "fuzz/fuzz_input.h"
+#include "fuzz/pyframes_walk_mode.h"
 #include "stacks/pyframes/frame_walker.h"
 
 namespace {
@@ -35,11 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size < 1) return 0;
   const std::uint8_t mode = data[0];
   FuzzMemory mem(data + 1, size - 1);
-  gpudiag::pyframes::WalkInput in;
-  in.runtime = kBase;
-  const std::uint32_t versions[] = {0x030B02F0, 0, 0x030C00F0, 0x030B02F0};
-  if ((mode & 3) != 1) in.file_version = versions[mode & 3];
-  if (mode & 4) in.code_type = kBase + 0x100;
+  const gpudiag::pyframes::WalkInput in = gpudiag::pyframes::walk_input_for_mode(mode, kBase);
   gpudiag::pyframes::WalkLimits limits;
   auto r = gpudiag::pyframes::walk_python(mem, in, limits);
   const auto& s = r.stacks;

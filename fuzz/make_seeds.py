@@ -52,6 +52,9 @@ CALLS = {
     "parse_barrier_report": "barrier",
     "parse_barrier_verdict": "barrier",
     "parse_barrier_env": "barrier",
+    "parse_test_report": "fabric_wire",
+    "parse_order": "fabric_wire",
+    "parse_endpoint": "fabric_wire",
 }
 LITERAL = r'(R"\((?:.|\n)*?\)"|"(?:[^"\\\n]|\\.)*")'
 

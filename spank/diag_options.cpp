@@ -79,6 +79,12 @@ std::optional<std::string> parse_preflight(std::string_view key, std::string_vie
   return std::nullopt;
 }
 
+std::optional<std::string> parse_fabric(std::string_view key, std::string_view, bool has_value, DiagOptions& opt) {
+  if (auto e = no_value(key, has_value)) return e;
+  opt.fabric = true;
+  return std::nullopt;
+}
+
 struct DiagItem {
   const char* key;
   const char* syntax;  // as the help and the "known:" list show it
@@ -87,7 +93,7 @@ struct DiagItem {
 
 // The one list of items: the parser dispatches on it, and the help and the error for
 // an unknown item are made from it, so none of them can miss an item.
-constexpr std::array<DiagItem, 9> kItems = {{
+constexpr std::array<DiagItem, 10> kItems = {{
     {"nccl", "nccl=LEVEL", parse_nccl},
     {"subsys", "subsys=A+B", parse_subsys},
     {"dir", "dir=PATH", parse_dir},
@@ -97,6 +103,7 @@ constexpr std::array<DiagItem, 9> kItems = {{
     {"hang-action", "hang-action=kill|report", parse_hang_action},
     {"preflight", "preflight", parse_preflight},
     {"nopreflight", "nopreflight", parse_preflight},
+    {"fabric", "fabric", parse_fabric},
 }};
 
 Result<DiagOptions> fail(const std::string& why) { return Result<DiagOptions>::failure("gpudiag: --diag: " + why); }

@@ -11,6 +11,8 @@
 //                   (90s, 10m, 1h; 0 turns a site default off)
 //   hang-action=kill|report   end the step (default) or only write the report
 //   preflight, nopreflight    check the node before the program starts
+//   fabric          test what lies between the step's nodes first (fabric/; turns the
+//                   preflight barrier on)
 //
 // Parsing is pure and strict: an unknown item or a bad value is an error that lists
 // what is known, so srun can fail before anything launches.
@@ -32,6 +34,7 @@ struct DiagOptions {
   std::optional<double> hang_s;              // nullopt: the site default; 0: off
   std::optional<std::string> hang_action;    // "kill" or "report"
   std::optional<bool> preflight;
+  bool fabric = false;
 };
 
 // slurmstepd reads GPUDIAG_DIAG through an 8 KiB spank_getenv buffer: srun refuses a

@@ -26,6 +26,7 @@ extern "C" {
 #include "spank/diag_dir.h"
 #include "spank/diag_options.h"
 #include "spank/env_writer.h"
+#include "spank/fabric_step.h"
 #include "spank/guarded.h"
 #include "spank/nccl_defaults.h"
 #include "spank/node_relay.h"
@@ -264,6 +265,28 @@ bool barrier_lets_go(gpudiag::EnvTarget& env, const gpudiag::StepPlan& plan, int
   return start;
 }
 
+// What --diag=fabric reports of this task: the environment the program will get (after
+// apply_env) and its argv.
+gpudiag::FabricTaskFacts fabric_facts(spank_t sp, const gpudiag::StepPlan& plan, const gpudiag::TaskIds& t,
+                                      const std::vector<gpudiag::RendezvousFacts>& rendezvous) {
+  gpudiag::FabricTaskFacts f;
+  f.host = plan.host;
+  f.rank = static_cast<std::uint32_t>(t.rank);
+  f.node_id = static_cast<std::uint32_t>(t.node_rank);
+  f.nnodes = static_cast<std::uint32_t>(t.num_nodes);
+  f.local_rank = static_cast<std::uint32_t>(t.local_rank);
+  f.local_tasks = static_cast<std::uint32_t>(t.local_world_size);
+  char** env = nullptr;
+  if (spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS && env)
+    for (char** e = env; *e && f.job_env.size() < 4096; ++e) f.job_env.emplace_back(*e);
+  int argc = 0;
+  char** argv = nullptr;
+  if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argv)
+    for (int i = 0; i < argc && i < 64 && argv[i]; ++i) f.argv.emplace_back(argv[i]);
+  f.rendezvous = rendezvous;
+  return f;
+}
+
 int task_init(spank_t sp) {
   std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
   int local_id = 0;
@@ -317,7 +340,11 @@ int task_init(spank_t sp) {
   for (const auto& line : plan.notices) slurm_error("%s", line.c_str());
   gpudiag::apply_env(env, plan.env);
   if (plan.preflight) {
-    const bool passed = preflight_passes(env, plan, local_id);
+    bool passed = preflight_passes(env, plan, local_id);
+    // --diag=fabric: even a node that failed its preflight takes part, or the others wait for it.
+    const auto fabric = gpudiag::fabric_part(env, g_opt.cfg, fabric_facts(sp, plan, t, in.rendezvous));
+    if (!fabric.say.empty()) slurm_error("%s", fabric.say.c_str());
+    passed = passed && fabric.pass;
     if (!barrier_lets_go(env, plan, t.rank, local_id, passed)) return refuse_task("", local_id == 0 && !passed);
   }
   start_output_relay(plan, t.rank, local_id);
@@ -380,7 +407,7 @@ void give_job_a_port_salt() {
 // removed, so that a step inside a step never reports to the outer srun.
 void start_preflight_barrier(spank_t sp) {
   ::unsetenv(gpudiag::kBarrierEnv);
-  if (!g_opt.diag.preflight.value_or(g_opt.cfg.plugin.preflight.enabled)) return;
+  if (!g_opt.diag.preflight.value_or(g_opt.cfg.plugin.preflight.enabled) && !g_opt.diag.fabric) return;
   std::uint32_t total = 0;
   if (!item(sp, S_JOB_TOTAL_TASK_COUNT, total) || total <= 1) return;
   auto started = gpudiag::start_barrier_server(total, kBarrierWait_s + 10);
@@ -391,6 +418,22 @@ void start_preflight_barrier(spank_t sp) {
     return;
   }
   ::setenv(gpudiag::kBarrierEnv, gpudiag::format_barrier_env(*started.endpoint).c_str(), 1);
+}
+
+// srun, once per step, under --diag=fabric: the fabric test's coordinator (fabric/). As
+// for the barrier, the variable is removed otherwise, so a step inside a step never
+// reports to the outer srun.
+void start_fabric_test(spank_t sp) {
+  ::unsetenv(gpudiag::fabric::kFabricEnv);
+  std::uint32_t total = 0;
+  if (!g_opt.diag.fabric || !g_srun.have_step || !item(sp, S_JOB_TOTAL_TASK_COUNT, total) || total <= 1) return;
+  const char* submit = std::getenv("SLURM_SUBMIT_DIR");
+  const std::string dir =
+      gpudiag::diag_dir_path(g_opt.diag, submit ? submit : "", current_dir(), g_srun.job_id, g_srun.step_id);
+  const std::string err = gpudiag::start_fabric(g_opt.cfg, total, gpudiag::safe_env_value(dir) ? dir : "",
+                                                g_srun.job_uid, g_srun.job_id, g_srun.step_id);
+  if (!err.empty())
+    slurm_error("gpudiag: --diag=fabric: no fabric test (%s): the step starts without it", err.c_str());
 }
 
 }  // namespace
@@ -505,6 +548,7 @@ int slurm_spank_local_user_init(spank_t sp, int, char**) {
     g_srun.job_uid = gpudiag::slurm_compat::srun_job_uid(sp);
     give_job_a_port_salt();
     start_preflight_barrier(sp);
+    start_fabric_test(sp);
     return 0;
   });
 }

@@ -176,7 +176,8 @@ StepPlan plan_step(const StepInputs& in) {
                  plan.env.end());
 
   plan.diag_dir = dir;
-  plan.preflight = d.preflight.value_or(p.preflight.enabled);
+  // The fabric test waits at the preflight's barrier: no node starts before its verdict.
+  plan.preflight = d.preflight.value_or(p.preflight.enabled) || d.fabric;
   plan.host = short_host(in.env.nodename, in.hostname);
   auto rendezvous = judge_rendezvous(in.rendezvous, plan.host, plan.preflight, kRendezvousLookupDeadline);
   if (rendezvous.fail) {

@@ -33,8 +33,9 @@ class Bounded {
     return false;
   }
   bool block(std::uint64_t addr, std::size_t len, std::vector<unsigned char>& out) {
-    out.assign(len, 0);
-    return read(addr, out.data(), len);
+    // Never a read of nothing: a table's offsets may make a length 0.
+    out.assign(std::max<std::size_t>(len, 1), 0);
+    return read(addr, out.data(), out.size());
   }
   int error() const { return errno_; }
   // A read that failed because the process is gone, reading was refused or time ran
@@ -74,7 +75,10 @@ void put_utf8(std::string& s, std::uint32_t c) {
 }
 
 struct CodeInfo {
-  bool ok = false;
+  bool ok = false;  // function and file were read
+  // What it tells the layout check: nothing (PyCode_Type unknown, or the cap on code
+  // objects reached), its type is PyCode_Type, it is not, or it cannot be read at all.
+  enum Check { kUnchecked, kIsCode, kNotCode, kUnreadable } check = kUnchecked;
   std::string function, file;
   int first_line = 0;
   std::vector<unsigned char> linetable;
@@ -116,8 +120,14 @@ class Walker {
     std::vector<unsigned char> head;
     const std::uint64_t need = std::max({l_.code_filename, l_.code_name, l_.code_qualname, l_.code_linetable,
                                          l_.code_firstlineno, l_.ob_type}) + 8;
-    if (!mem_.block(addr, need, head)) return c;
-    if (in_.code_type && at<std::uint64_t>(head, l_.ob_type) != *in_.code_type) return c;  // not a code object
+    if (!mem_.block(addr, need, head)) {
+      c.check = CodeInfo::kUnreadable;
+      return c;
+    }
+    if (in_.code_type) {
+      c.check = at<std::uint64_t>(head, l_.ob_type) == *in_.code_type ? CodeInfo::kIsCode : CodeInfo::kNotCode;
+      if (c.check == CodeInfo::kNotCode) return c;
+    }
     auto file = unicode(at<std::uint64_t>(head, l_.code_filename));
     auto name = unicode(at<std::uint64_t>(head, l_.code_qualname));
     if (!name) name = unicode(at<std::uint64_t>(head, l_.code_name));
@@ -128,7 +138,7 @@ class Walker {
     // The line table is a bytes object; without it the line is unknown, the frame still named.
     const auto table = at<std::uint64_t>(head, l_.code_linetable);
     std::vector<unsigned char> bhead;
-    if (table && mem_.block(table, l_.bytes_data, bhead)) {
+    if (table && mem_.block(table, std::max(l_.bytes_size + 8, l_.bytes_data), bhead)) {
       const auto size = at<std::int64_t>(bhead, l_.bytes_size);
       if (size > 0) {
         const std::size_t n = static_cast<std::size_t>(std::min<std::int64_t>(size, lim_.linetable_bytes));
@@ -163,6 +173,15 @@ class Walker {
       frame = previous;
       if ((owner >= l_.skip_owner_from && owner <= l_.skip_owner_to) || code_addr == 0) continue;
       const CodeInfo& c = code(code_addr);
+      if (c.check == CodeInfo::kNotCode) {
+        // Not a frame, or not this layout: what it calls `previous` leads nowhere known.
+        ++bad_codes_;
+        t.note = "a frame's code object is not a code object (memory changing under the reader, or not this "
+                 "layout)";
+        return;
+      }
+      if (c.check == CodeInfo::kUnreadable && !mem_.fatal()) ++bad_codes_;
+      if (c.check == CodeInfo::kIsCode) ++good_codes_;
       if (!c.ok) {
         if (mem_.fatal()) return;
         t.frames.push_back({"<unreadable code object>", "?", 0});
@@ -199,7 +218,8 @@ class Walker {
     };
     if (l_.gil_in_runtime) read_gil(runtime);
     std::set<std::uint64_t> interps, tstates;
-    const std::uint64_t tneed = std::max({l_.tstate_next, l_.tstate_native_thread_id, l_.tstate_frame}) + 8;
+    const std::uint64_t tneed =
+        std::max({l_.tstate_next, l_.tstate_interp, l_.tstate_native_thread_id, l_.tstate_frame}) + 8;
     std::vector<unsigned char> ts;
     bool capped = false;
     for (std::size_t i = 0; interp && i < lim_.interpreters && interps.insert(interp).second; ++i) {
@@ -216,8 +236,16 @@ class Walker {
         }
         if (!mem_.block(tstate, tneed, ts)) {
           if (mem_.fatal()) return fail(errno_text());
+          ++bad_threads_;
           break;
         }
+        // A thread state names its interpreter: one that does not is not a thread state
+        // of this layout (or was freed just now), and its `next` leads nowhere known.
+        if (at<std::uint64_t>(ts, l_.tstate_interp) != interp) {
+          ++bad_threads_;
+          break;
+        }
+        ++good_threads_;
         PyThread t{static_cast<long>(at<std::uint64_t>(ts, l_.tstate_native_thread_id)),
                    gil_locked != 0 && gil_holder == tstate, {}, ""};
         std::uint64_t frame = at<std::uint64_t>(ts, l_.tstate_frame);
@@ -233,16 +261,33 @@ class Walker {
       }
       interp = next_interp;
     }
+    if (const std::string misfit = layout_misfit(); !misfit.empty()) return fail(misfit);
     bool any = false;
     for (const PyThread& t : r.stacks.threads) any = any || !t.frames.empty();
     if (!any) {
-      if (r.stacks.threads.empty()) return fail("no thread states found under the interpreter");
+      if (r.stacks.threads.empty())
+        return fail("no thread states found under the interpreter (it is starting or exiting, or its memory does "
+                    "not fit " + l_.method + ")");
       r.stacks.why_none = "no Python frames: no thread is running Python code (" +
                           std::to_string(r.stacks.threads.size()) + " thread state(s), all idle)";
     }
     if (capped && !r.stacks.threads.empty())
       r.stacks.threads.back().note += (r.stacks.threads.back().note.empty() ? "" : "; ") +
                                       std::string("threads cut at ") + std::to_string(lim_.threads);
+  }
+
+  // Why the memory read does not fit the layout, or "" when it does. A layout that is
+  // wrong for the process fails these checks on every thread and nearly every frame; a
+  // right one fails them only where memory changed under the reader.
+  std::string layout_misfit() const {
+    const std::string what = "the memory of CPython " + version_text(l_.version) + " does not fit " + l_.method + ": ";
+    const std::string fix = " (a patched or differently built CPython, or not CPython's memory); install py-spy";
+    if (bad_threads_ > 0 && good_threads_ == 0)
+      return what + "no thread state points back at its interpreter" + fix;
+    if (bad_codes_ > good_codes_)
+      return what + std::to_string(bad_codes_) + " of " + std::to_string(bad_codes_ + good_codes_) +
+             " frames' code objects are not code objects" + fix;
+    return "";
   }
 
   std::string errno_text() const {
@@ -261,6 +306,9 @@ class Walker {
   const WalkInput& in_;
   const WalkLimits& lim_;
   std::map<std::uint64_t, CodeInfo> codes_;
+  // The layout checks: thread states that do (not) point back at their interpreter,
+  // frames whose code object is (not) of PyCode_Type.
+  std::size_t good_threads_ = 0, bad_threads_ = 0, good_codes_ = 0, bad_codes_ = 0;
 };
 
 }  // namespace
@@ -291,14 +339,11 @@ WalkResult walk_python(MemoryReader& raw, const WalkInput& in, const WalkLimits&
   } else if (!in.file_version) {
     return fail("the exact CPython version is unknown (no debug offsets table, and the binary has no Py_Version "
                 "symbol: stripped?); install py-spy");
-  } else if ((*in.file_version >> 16) == 0x030B) {
-    layout = layout_311(*in.file_version);
   } else if (*in.file_version >= 0x030D0000) {
     return fail("CPython " + version_text(*in.file_version) +
                 " has no debug offsets table at _PyRuntime (not CPython's runtime, or memory being changed)");
   } else {
-    return fail("CPython " + version_text(*in.file_version) +
-                " is not supported by gpudiag's reader (3.11, 3.13 and 3.14 are); install py-spy");
+    layout = layout_from_headers(*in.file_version);
   }
   if (!layout.layout) return fail(layout.why_not);
   r.stacks.python_version = version_text(layout.layout->version);

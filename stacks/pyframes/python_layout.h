@@ -2,9 +2,11 @@
 // Where CPython keeps what the walker follows, per version. 3.13 and later say it
 // themselves: `_Py_DebugOffsets` opens `_PyRuntime` (cookie "xdebugpy", then the
 // version, then offsets); its own shape differs between 3.13 and 3.14, so the table is
-// read by the version it states. 3.11 has no such table: its offsets come from its
-// internal headers (python3.11-dev) and are used only for the exact versions they were
-// checked on; any other version is refused with the reason.
+// read by the version it states. 3.11 and 3.12 have no such table: their offsets come
+// from their internal headers, one layout per minor version (the releases' headers compared
+// agree; python_layout.cpp says which), trusted for final releases only; the walk then
+// checks what it reads against them (thread states point back at their interpreter, code
+// objects have PyCode_Type) and refuses memory that does not fit.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -13,7 +15,7 @@
 namespace gpudiag::pyframes {
 
 struct PyLayout {
-  std::string method;     // "gpudiag (CPython 3.11 layout)", "gpudiag (CPython 3.13 debug offsets)"
+  std::string method;     // "gpudiag (CPython 3.12 layout)", "gpudiag (CPython 3.13 debug offsets)"
   std::uint32_t version;  // PY_VERSION_HEX
   // _PyRuntimeState
   std::uint64_t runtime_interpreters_head;
@@ -23,8 +25,9 @@ struct PyLayout {
   bool gil_in_runtime;
   std::uint64_t gil_locked, gil_holder;
   // PyThreadState; the frame is at tstate->cframe->current_frame when cframe_current_frame
-  // is set (3.11/3.12), else at tstate->current_frame.
-  std::uint64_t tstate_next, tstate_native_thread_id, tstate_frame;
+  // is set (3.11/3.12), else at tstate->current_frame. tstate->interp points back at the
+  // interpreter whose list holds it: the walk's check that the layout fits.
+  std::uint64_t tstate_next, tstate_interp, tstate_native_thread_id, tstate_frame;
   std::optional<std::uint64_t> cframe_current_frame;
   // _PyInterpreterFrame
   std::uint64_t frame_previous, frame_code, frame_instr, frame_owner;
@@ -42,12 +45,13 @@ struct PyLayout {
 // "3.11.2", "3.14.0rc1"
 std::string version_text(std::uint32_t hex);
 
-// The 3.11 layout when `version_hex` is one it was checked on; else the reason.
 struct LayoutResult {
   std::optional<PyLayout> layout;
   std::string why_not;
 };
-LayoutResult layout_311(std::uint32_t version_hex);
+// The layout of a CPython without a debug offsets table (3.11.x, 3.12.x final releases),
+// from its headers; else the reason.
+LayoutResult layout_from_headers(std::uint32_t version_hex);
 
 // Bytes of _Py_DebugOffsets needed to read a table of any version known here.
 constexpr std::size_t kDebugOffsetsRead = 1024;

@@ -17,7 +17,8 @@ MAY_USE = {
     "stacks": {"nodeinfo", "util"},
     "probe": {"util"},
     "healthcheck": {"config", "nodeinfo", "util", "probe/probe_json.h"},
-    "spank": {"config", "nodeinfo", "nccllog", "stacks", "util"},
+    "fabric": {"config", "nodeinfo", "util"},
+    "spank": {"config", "fabric", "nodeinfo", "nccllog", "stacks", "util"},
     "cli": {"stacks", "nccllog", "nodeinfo", "util"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)

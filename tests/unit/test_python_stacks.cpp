@@ -1,7 +1,9 @@
 // The Python stack reader against real CPython processes (whatever /usr/bin/python3 is:
-// 3.11 on Debian 12, 3.13 under scripts/test-on trixie), and its pure parts against
-// hand-made input.
+// 3.11 on Debian 12, 3.13 under scripts/test-on trixie; and every other CPython 3.11 or
+// later found in ~/.pyenv/versions or named in GPUDIAG_TEST_PYTHONS, colon-separated),
+// and its pure parts against hand-made input.
 #include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -11,16 +13,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "fuzz/pyframes_walk_mode.h"
 #include "stacks/pyframes/elf_image.h"
 #include "stacks/pyframes/frame_walker.h"
 #include "stacks/pyframes/line_table.h"
 #include "stacks/pyframes/proc_maps.h"
+#include "stacks/pyframes/process_memory.h"
 #include "stacks/pyframes/python_layout.h"
 #include "stacks/pyframes/python_stacks.h"
 #include "stacks/stack_report.h"
@@ -32,6 +38,27 @@ using namespace std::chrono_literals;
 using pyframes::line_for_offset;
 
 constexpr const char* kPython = "/usr/bin/python3";
+
+// The CPythons to read: kPython, then those of 3.11 and later that pyenv holds
+// ($PYENV_ROOT, else ~/.pyenv), then those named in GPUDIAG_TEST_PYTHONS.
+std::vector<std::string> test_pythons() {
+  std::vector<std::string> found{kPython};
+  const char* root = std::getenv("PYENV_ROOT");
+  const char* home = std::getenv("HOME");
+  const std::string pyenv = root ? root : home ? std::string(home) + "/.pyenv" : "";
+  glob_t g{};
+  if (!pyenv.empty() && ::glob((pyenv + "/versions/3.1[1-9]*/bin/python3").c_str(), 0, nullptr, &g) == 0)
+    for (std::size_t i = 0; i < g.gl_pathc; ++i) found.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  const std::string extra = std::getenv("GPUDIAG_TEST_PYTHONS") ? std::getenv("GPUDIAG_TEST_PYTHONS") : "";
+  for (std::size_t at = 0; at < extra.size();) {
+    std::size_t end = extra.find(':', at);
+    if (end == std::string::npos) end = extra.size();
+    if (end > at) found.push_back(extra.substr(at, end - at));
+    at = end + 1;
+  }
+  return found;
+}
 
 // A script whose threads each block in C at a known line, then say "ready" on stdout.
 // Line numbers matter: the test asserts them.
@@ -157,10 +184,11 @@ std::string dump(const PyStacks& s) {
   return o;
 }
 
-TEST(PythonStacks, EveryThreadOfARealPythonBlockedInC) {
+// Reads every thread of `python` running kScript and checks each one's frames.
+void check_every_thread(const std::string& python) {
   Child c;
   std::string ready;
-  ASSERT_TRUE(start(c, {kPython, script_path()}, ready)) << "python3 did not start";
+  ASSERT_TRUE(start(c, {python, script_path()}, ready)) << python << " did not start";
   ASSERT_EQ(ready.rfind("ready ", 0), 0u) << ready;
   const long main_tid = std::stol(ready.substr(6));
   ASSERT_TRUE(wait_in_read(c.pid));
@@ -217,6 +245,83 @@ TEST(PythonStacks, EveryThreadOfARealPythonBlockedInC) {
       EXPECT_EQ(line.substr(line.find_last_of("\t ") + 1), "0");
     }
   }
+}
+
+TEST(PythonStacks, EveryThreadOfARealPythonBlockedInC) {
+  for (const std::string& python : test_pythons()) {
+    SCOPED_TRACE(python);
+    check_every_thread(python);
+  }
+}
+
+// What read_python_stacks finds before it walks, found here the plain way (the test
+// trusts the files it starts), so that a test can walk with a layout of its choosing.
+std::optional<pyframes::WalkInput> locate_python(pid_t pid) {
+  std::ifstream maps_file("/proc/" + std::to_string(pid) + "/maps");
+  std::string text((std::istreambuf_iterator<char>(maps_file)), std::istreambuf_iterator<char>());
+  const auto maps = pyframes::parse_maps(text);
+  char exe[4096];
+  ssize_t n = ::readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1);
+  for (const pyframes::Mapping* m : pyframes::python_image_candidates(maps, n > 0 ? std::string(exe, n) : "")) {
+    int fd = ::open(m->path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    pyframes::FileRead read = [fd](std::uint64_t off, void* out, std::size_t len) {
+      return ::pread(fd, out, len, static_cast<off_t>(off)) == static_cast<ssize_t>(len);
+    };
+    auto elf = pyframes::parse_elf(read, static_cast<std::uint64_t>(::lseek(fd, 0, SEEK_END)));
+    std::uint32_t version = 0;
+    bool have_version = false;
+    if (elf.facts && elf.facts->py_version) {
+      auto off = pyframes::file_offset_of(*elf.facts, *elf.facts->py_version);
+      have_version = off && read(*off, &version, sizeof version);
+    }
+    ::close(fd);
+    if (!elf.facts || !elf.facts->py_runtime || !elf.facts->code_type || !have_version) continue;
+    auto target = [&](std::uint64_t vaddr) -> std::uint64_t {
+      auto off = pyframes::file_offset_of(*elf.facts, vaddr);
+      return off ? pyframes::address_of_file_offset(maps, *m, *off) : 0;
+    };
+    pyframes::WalkInput in;
+    in.runtime = target(*elf.facts->py_runtime);
+    in.code_type = target(*elf.facts->code_type);
+    in.file_version = version;
+    return in;
+  }
+  return std::nullopt;
+}
+
+// A real 3.11 process read with 3.12's layout, and a real 3.12 one with 3.11's (what a
+// wrong layout meets: real memory, every field plausible): refused with the reason,
+// never frames.
+TEST(PythonStacks, ARealPythonReadWithTheWrongLayoutIsRefused) {
+  int tried = 0;
+  for (const std::string& python : test_pythons()) {
+    SCOPED_TRACE(python);
+    Child c;
+    std::string ready;
+    ASSERT_TRUE(start(c, {python, script_path()}, ready)) << python << " did not start";
+    ASSERT_TRUE(wait_in_read(c.pid));
+    auto in = locate_python(c.pid);
+    ASSERT_TRUE(in);
+    const unsigned minor = (*in->file_version >> 16) & 0xff;
+    if (minor != 11 && minor != 12) continue;  // 3.13 and later state their own layout
+    ++tried;
+    pyframes::ProcessMemory mem(c.pid);
+    // The right layout first, through the same located input.
+    auto right = pyframes::walk_python(mem, *in);
+    EXPECT_EQ(right.stacks.why_none, "");
+    EXPECT_EQ(right.stacks.threads.size(), 4u);
+    in->file_version = (*in->file_version & 0xff00ffff) | ((minor == 11 ? 12u : 11u) << 16);
+    auto wrong = pyframes::walk_python(mem, *in);
+    EXPECT_TRUE(wrong.stacks.threads.empty()) << dump(wrong.stacks);
+    EXPECT_EQ(wrong.stacks.why_none.rfind("no Python frames: ", 0), 0u) << wrong.stacks.why_none;
+    EXPECT_NE(wrong.stacks.why_none.find(" does not fit gpudiag (CPython 3.1"), std::string::npos)
+        << wrong.stacks.why_none;
+    std::cout << python << " read as " << pyframes::version_text(*in->file_version) << ": " << wrong.stacks.why_none
+              << "\n";
+  }
+  // Debian 12's /usr/bin/python3 is 3.11; Debian 13's is 3.13, which states its layout.
+  if (tried == 0) GTEST_SKIP() << "no CPython 3.11 or 3.12 to read here";
 }
 
 // The hang report without py-spy: every process's Python stacks from gpudiag's reader,
@@ -373,14 +478,34 @@ TEST(ElfImage, RefusesWhatIsNotElf) {
   EXPECT_EQ(pyframes::parse_elf(read, 10).error, "shorter than an ELF header");
 }
 
-TEST(PythonLayout, VersionsOutsideTheCheckedOnesAreRefusedWithTheReason) {
+// 3.11 and 3.12 have one layout per minor version: every final release of it is read
+// (the walk's checks refuse memory that does not fit); pre-releases of x.y.0 and other
+// versions are refused with the reason.
+TEST(PythonLayout, EveryReleaseOf311And312IsReadAndOthersAreRefused) {
   EXPECT_EQ(pyframes::version_text(0x030B02F0), "3.11.2");
   EXPECT_EQ(pyframes::version_text(0x030E00C1), "3.14.0rc1");
-  EXPECT_TRUE(pyframes::layout_311(0x030B02F0).layout);
-  auto other = pyframes::layout_311(0x030B09F0);
-  EXPECT_FALSE(other.layout);
-  EXPECT_NE(other.why_not.find("CPython 3.11.9 has no debug offsets table"), std::string::npos) << other.why_not;
-  EXPECT_NE(other.why_not.find("install py-spy"), std::string::npos);
+  for (std::uint32_t v : {0x030B00F0u, 0x030B02F0u, 0x030B07F0u, 0x030B0EF0u, 0x030B05C1u}) {
+    auto r = pyframes::layout_from_headers(v);
+    ASSERT_TRUE(r.layout) << pyframes::version_text(v) << ": " << r.why_not;
+    EXPECT_EQ(r.layout->method, "gpudiag (CPython 3.11 layout)");
+    EXPECT_EQ(r.layout->version, v);
+    EXPECT_EQ(r.layout->frame_code, 32u);
+  }
+  for (std::uint32_t v : {0x030C00F0u, 0x030C01F0u, 0x030C03F0u, 0x030C0AF0u, 0x030C0DF0u}) {
+    auto r = pyframes::layout_from_headers(v);
+    ASSERT_TRUE(r.layout) << pyframes::version_text(v) << ": " << r.why_not;
+    EXPECT_EQ(r.layout->method, "gpudiag (CPython 3.12 layout)");
+    EXPECT_EQ(r.layout->frame_code, 0u);
+    EXPECT_EQ(r.layout->interp_threads_head, 72u);
+    EXPECT_FALSE(r.layout->gil_in_runtime);
+  }
+  auto pre = pyframes::layout_from_headers(0x030C00C1);
+  EXPECT_FALSE(pre.layout);
+  EXPECT_EQ(pre.why_not, "CPython 3.12.0rc1 is a pre-release, whose layout may differ from 3.12.0's; install py-spy");
+  EXPECT_FALSE(pyframes::layout_from_headers(0x030B00B4).layout);
+  auto old = pyframes::layout_from_headers(0x030A0EF0);
+  EXPECT_FALSE(old.layout);
+  EXPECT_EQ(old.why_not, "CPython 3.10.14 is not supported by gpudiag's reader (3.11 to 3.14 are); install py-spy");
 
   unsigned char table[pyframes::kDebugOffsetsRead] = {};
   std::memcpy(table, "xdebugpy", 8);
@@ -423,6 +548,7 @@ TEST(FrameWalker, GarbageAndLoopsEndWithAReason) {
   put(base + 40, base + 0x1000);            // interpreters.head
   put(base + 0x1000 + 16, base + 0x2000);   // threads.head
   put(base + 0x2000 + 8, base + 0x2000);    // tstate->next: itself
+  put(base + 0x2000 + 16, base + 0x1000);   // tstate->interp
   put(base + 0x2000 + 160, 4242);           // native_thread_id
   put(base + 0x2000 + 56, base + 0x2800);   // cframe
   put(base + 0x2800 + 8, base + 0x3000);    // current_frame
@@ -439,10 +565,10 @@ TEST(FrameWalker, GarbageAndLoopsEndWithAReason) {
   ASSERT_EQ(r.stacks.threads[0].frames.size(), 1u);
   EXPECT_EQ(r.stacks.threads[0].frames[0].function, "<unreadable code object>");
 
-  in.file_version = 0x030C00F0;
+  in.file_version = 0x030A0EF0;
   r = pyframes::walk_python(m, in);
   EXPECT_EQ(r.stacks.why_none,
-            "no Python frames: CPython 3.12.0 is not supported by gpudiag's reader (3.11, 3.13 and 3.14 are); install "
+            "no Python frames: CPython 3.10.14 is not supported by gpudiag's reader (3.11 to 3.14 are); install "
             "py-spy");
   in.file_version.reset();
   r = pyframes::walk_python(m, in);
@@ -452,22 +578,32 @@ TEST(FrameWalker, GarbageAndLoopsEndWithAReason) {
   EXPECT_NE(r.stacks.why_none.find("is unreadable"), std::string::npos) << r.stacks.why_none;
 }
 
+// A fuzzer seed (fuzz/seeds/pyframes_walk/NAME): the mode byte, then the memory image.
+std::vector<unsigned char> seed(const std::string& name) {
+  std::ifstream f(std::string(GPUDIAG_SOURCE_DIR) + "/fuzz/seeds/pyframes_walk/" + name, std::ios::binary);
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 2) ADD_FAILURE() << "no seed " << name;
+  return bytes;
+}
+
+// A seed walked as the fuzzer walks it; `version` replaces the version the mode states.
+pyframes::WalkResult walk_seed(const std::vector<unsigned char>& bytes,
+                               std::optional<std::uint32_t> version = std::nullopt) {
+  if (bytes.size() < 2) return {};
+  BufferMemory m(0x10000, std::vector<unsigned char>(bytes.begin() + 1, bytes.end()));
+  pyframes::WalkInput in = pyframes::walk_input_for_mode(bytes[0], 0x10000);
+  if (version) in.file_version = version;
+  return pyframes::walk_python(m, in);
+}
+
 // The fuzzer's seeds are whole images of each version's structures (fuzz/seeds/
-// pyframes_walk: 3.11.2's layout; 3.13.5's and 3.14.8's debug offsets tables as their
-// Debian binaries carry them): the walk through each gives the same two frames.
+// pyframes_walk: 3.11's and 3.12's layouts, fuzz/make_pyframes_seeds.py; 3.13.5's and
+// 3.14.8's debug offsets tables as their Debian binaries carry them): the walk through
+// each gives the same two frames.
 TEST(FrameWalker, SeedImagesOfEachVersionWalk) {
-  for (const char* name : {"cpython-3.11.2", "cpython-3.13", "cpython-3.14"}) {
+  for (const char* name : {"cpython-3.11.2", "cpython-3.12", "cpython-3.13", "cpython-3.14"}) {
     SCOPED_TRACE(name);
-    std::ifstream f(std::string(GPUDIAG_SOURCE_DIR) + "/fuzz/seeds/pyframes_walk/" + name, std::ios::binary);
-    std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    ASSERT_GT(bytes.size(), 1u);
-    const unsigned char mode = bytes[0];
-    BufferMemory m(0x10000, std::vector<unsigned char>(bytes.begin() + 1, bytes.end()));
-    pyframes::WalkInput in;
-    in.runtime = 0x10000;
-    if ((mode & 3) == 0) in.file_version = 0x030B02F0;
-    if (mode & 4) in.code_type = 0x10100;
-    auto r = pyframes::walk_python(m, in);
+    auto r = walk_seed(seed(name));
     ASSERT_EQ(r.stacks.why_none, "");
     EXPECT_EQ(r.stacks.python_version.substr(0, 4), std::string(name).substr(8, 4));
     ASSERT_EQ(r.stacks.threads.size(), 1u);
@@ -479,6 +615,51 @@ TEST(FrameWalker, SeedImagesOfEachVersionWalk) {
     EXPECT_EQ(t.frames[0].line, 12);
     EXPECT_EQ(t.frames[1].line, 11);
   }
+  // Any 3.11 or 3.12 release reads its minor version's layout.
+  auto r = walk_seed(seed("cpython-3.11.2"), 0x030B0EF0);
+  EXPECT_EQ(r.stacks.python_version, "3.11.14");
+  ASSERT_EQ(r.stacks.threads.size(), 1u) << r.stacks.why_none;
+  EXPECT_EQ(r.stacks.threads[0].frames.size(), 2u);
+  r = walk_seed(seed("cpython-3.12"), 0x030C00F0);
+  EXPECT_EQ(r.stacks.python_version, "3.12.0");
+  ASSERT_EQ(r.stacks.threads.size(), 1u) << r.stacks.why_none;
+  EXPECT_EQ(r.stacks.threads[0].frames.size(), 2u);
+}
+
+// A process whose memory is not laid out as gpudiag's layout for its version says (a
+// patched or differently built CPython) gives a refusal that says so, never frames read
+// through the wrong offsets.
+TEST(FrameWalker, AWrongLayoutIsRefusedNotWalked) {
+  const std::string fix = " (a patched or differently built CPython, or not CPython's memory); install py-spy";
+  auto r = walk_seed(seed("wrong-3.12-tstate-field-added"));
+  EXPECT_TRUE(r.stacks.threads.empty());
+  EXPECT_EQ(r.stacks.why_none, "no Python frames: the memory of CPython 3.12.3 does not fit gpudiag (CPython 3.12 "
+                               "layout): no thread state points back at its interpreter" + fix);
+  r = walk_seed(seed("wrong-3.12-frame-field-added"));
+  EXPECT_TRUE(r.stacks.threads.empty());
+  EXPECT_EQ(r.stacks.why_none, "no Python frames: the memory of CPython 3.12.3 does not fit gpudiag (CPython 3.12 "
+                               "layout): 1 of 1 frames' code objects are not code objects" + fix);
+  // One minor version's image read with the other's layout: nothing that fits is found.
+  for (auto [name, version] : {std::pair{"cpython-3.12", 0x030B02F0u}, std::pair{"cpython-3.11.2", 0x030C03F0u},
+                               std::pair{"wrong-3.12-frame-field-added", 0x030B02F0u}}) {
+    SCOPED_TRACE(name);
+    r = walk_seed(seed(name), version);
+    EXPECT_TRUE(r.stacks.threads.empty());
+    EXPECT_EQ(r.stacks.why_none.rfind("no Python frames: ", 0), 0u) << r.stacks.why_none;
+    EXPECT_NE(r.stacks.why_none.find(" does not fit gpudiag (CPython 3.1"), std::string::npos) << r.stacks.why_none;
+  }
+  // A right layout whose memory changes under the reader: the outer frame's code object
+  // is no longer one (the frame at 0x10b00 now names the str at 0x11000). That ends the
+  // thread's frames with a note; one check of two failing is not a wrong layout.
+  std::vector<unsigned char> changed = seed("cpython-3.12");
+  const std::uint64_t str = 0x11000;
+  std::memcpy(changed.data() + 1 + (0x10b00 - 0x10000), &str, 8);
+  r = walk_seed(changed);
+  EXPECT_EQ(r.stacks.why_none, "");
+  ASSERT_EQ(r.stacks.threads.size(), 1u);
+  ASSERT_EQ(r.stacks.threads[0].frames.size(), 1u);
+  EXPECT_EQ(r.stacks.threads[0].frames[0].line, 12);
+  EXPECT_NE(r.stacks.threads[0].note.find("a frame's code object is not a code object"), std::string::npos);
 }
 
 }  // namespace

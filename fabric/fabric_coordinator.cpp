@@ -1,0 +1,427 @@
+#include "fabric/fabric_coordinator.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "fabric/fabric_report.h"
+#include "fabric/launch_layout.h"
+#include "fabric/node_differs.h"
+#include "fabric/pair_plan.h"
+#include "fabric/pair_verdict.h"
+#include "util/tcp.h"
+
+namespace gpudiag::fabric {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr double kSilent_s = 10;          // a connection without a hello is dropped
+constexpr std::size_t kMaxPending = 256;  // connections without a hello; the oldest goes first
+constexpr double kStepSlack_s = 6;        // a test's connect, drain and report beyond its duration
+
+int ms_until(Clock::time_point t) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count();
+  return ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1000));
+}
+
+void send_now(int fd, const std::string& text) { (void)::send(fd, text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL); }
+
+struct Client {
+  int fd = -1;
+  std::string buf;
+  Clock::time_point since;
+  std::optional<TaskHello> hello;
+};
+
+struct Edge {
+  TestRecord rec;
+  bool sent = false, received = false;
+};
+
+class Coordinator {
+ public:
+  Coordinator(int listen_fd, std::string token, CoordinatorSettings s)
+      : listen_fd_(listen_fd), token_(std::move(token)), s_(std::move(s)) {}
+
+  void run() {
+    start_ = Clock::now();
+    const auto until = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s_.cfg.timeout_s));
+    while (!finished_) {
+      if (Clock::now() >= until) {
+        timed_out_ = true;
+        finish();
+        break;
+      }
+      std::vector<pollfd> fds;
+      fds.push_back({listen_fd_, POLLIN, 0});
+      for (const auto& c : clients_) fds.push_back({c.fd, POLLIN, 0});
+      int n = ::poll(fds.data(), fds.size(), ms_until(std::min(until, step_until_)));
+      if (n < 0 && errno != EINTR) break;
+      if (fds[0].revents & POLLIN) accept_all();
+      for (std::size_t i = 0; i < clients_.size(); ++i) {
+        const short rev = i + 1 < fds.size() && fds[i + 1].fd == clients_[i].fd ? fds[i + 1].revents : 0;
+        if (rev & (POLLIN | POLLHUP | POLLERR)) read_client(clients_[i]);
+        if (!clients_[i].hello && clients_[i].fd >= 0 &&
+            Clock::now() - clients_[i].since > std::chrono::duration<double>(kSilent_s))
+          drop(clients_[i]);
+      }
+      clients_.erase(std::remove_if(clients_.begin(), clients_.end(), [](const Client& c) { return c.fd < 0; }),
+                     clients_.end());
+      advance();
+    }
+    for (auto& c : clients_)
+      if (c.fd >= 0) ::close(c.fd);
+    ::close(listen_fd_);
+  }
+
+ private:
+  void drop(Client& c) {
+    if (c.fd < 0) return;
+    ::close(c.fd);
+    c.fd = -1;
+    if (c.hello && c.hello->local_rank == 0) {
+      lost_.push_back(c.hello->node_id);
+      leader_fd_.erase(c.hello->node_id);
+    }
+  }
+
+  void accept_all() {
+    for (;;) {
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      if (testing_ || finished_) {  // every task said hello: nobody else belongs here
+        ::close(fd);
+        continue;
+      }
+      std::size_t pending = std::count_if(clients_.begin(), clients_.end(), [](const Client& c) { return !c.hello; });
+      if (pending >= kMaxPending) {
+        auto oldest = std::find_if(clients_.begin(), clients_.end(), [](const Client& c) { return !c.hello && c.fd >= 0; });
+        if (oldest != clients_.end()) drop(*oldest);
+      }
+      clients_.push_back(Client{fd, {}, Clock::now(), std::nullopt});
+    }
+  }
+
+  void read_client(Client& c) {
+    char chunk[16384];
+    ssize_t got = ::recv(c.fd, chunk, sizeof chunk, 0);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (got <= 0) {
+      drop(c);
+      return;
+    }
+    c.buf.append(chunk, static_cast<std::size_t>(got));
+    for (auto nl = c.buf.find('\n'); nl != std::string::npos && c.fd >= 0; nl = c.buf.find('\n')) {
+      const std::string line = c.buf.substr(0, nl);
+      c.buf.erase(0, nl + 1);
+      if (!c.hello) {
+        auto h = parse_hello(line, token_);
+        if (!h || h->rank >= s_.total_tasks || hellos_.count(h->rank)) {
+          drop(c);  // not one of this step's tasks, or a rank twice
+          return;
+        }
+        c.hello = h;
+        hellos_[h->rank] = *h;
+        if (h->local_rank == 0) leader_fd_[h->node_id] = c.fd;
+      } else if (auto r = parse_test_report(line)) {
+        if (c.hello->local_rank == 0) on_report(c.hello->node_id, *r);
+      }
+    }
+    if (c.fd >= 0 && c.buf.size() >= (c.hello ? kLineMax : kHelloMax)) drop(c);
+  }
+
+  void on_report(std::uint32_t node, const TestReport& r) {
+    for (auto& e : step_) {
+      if (r.kind == TestReport::kSent && e.rec.from == static_cast<int>(node) && e.rec.to == static_cast<int>(r.peer) &&
+          !e.sent) {
+        e.sent = true;
+        e.rec.error = r.error;
+        return;
+      }
+      if (r.kind == TestReport::kReceived && e.rec.to == static_cast<int>(node) &&
+          e.rec.from == static_cast<int>(r.peer) && !e.received) {
+        e.received = true;
+        e.rec.bytes = r.bytes;
+        e.rec.usec = r.usec;
+        return;
+      }
+    }
+  }
+
+  // Everyone said hello: the nodes and the plan.
+  void begin_tests() {
+    testing_ = true;
+    nnodes_ = hellos_.begin()->second.nnodes;
+    nodes_.assign(nnodes_, NodeEntry{});
+    for (const auto& [rank, h] : hellos_) {
+      if (h.nnodes != nnodes_ || h.node_id >= nnodes_) {
+        setup_error_ = "the tasks disagree on the step's node count";
+        continue;
+      }
+      if (h.local_rank != 0) continue;
+      nodes_[h.node_id] = NodeEntry{h.node, h.listen_addr, h.listen_port};
+      if (!h.listen_error.empty()) listen_errors_.push_back(Finding{"unreachable", true, h.node, h.node + ": " + h.listen_error});
+    }
+    for (std::uint32_t n = 0; n < nnodes_; ++n)
+      if (nodes_[n].name.empty()) setup_error_ = "node " + std::to_string(n) + " has no first task";
+    if (!setup_error_.empty()) return;
+    const std::uint32_t ms = static_cast<std::uint32_t>(s_.cfg.seconds * 1000);
+    if (nnodes_ >= 2) {
+      std::vector<TestRecord> reach;
+      for (std::uint32_t n = 1; n < nnodes_; ++n) reach.push_back(record(n, 0, true, 0, false));
+      plan_.push_back({reach, 0});
+    }
+    int round = 0;
+    for (const Round& r : first_rounds(static_cast<int>(nnodes_))) queue_round(r, ++round, false, ms);
+    rounds_ = round;
+  }
+
+  TestRecord record(int from, int to, bool reach, int round, bool retest) {
+    TestRecord t;
+    t.from = from;
+    t.to = to;
+    t.reach = reach;
+    t.round = round;
+    t.retest = retest;
+    return t;
+  }
+
+  // Both directions of a round's pairs, one direction at a time.
+  void queue_round(const Round& r, int round, bool retest, std::uint32_t ms) {
+    std::vector<TestRecord> there, back;
+    for (const Pair& p : r) {
+      there.push_back(record(p.a, p.b, false, round, retest));
+      back.push_back(record(p.b, p.a, false, round, retest));
+    }
+    plan_.push_back({there, ms});
+    plan_.push_back({back, ms});
+  }
+
+  void start_step() {
+    auto [records, ms] = plan_.front();
+    plan_.pop_front();
+    step_.clear();
+    for (auto& rec : records) {
+      Edge e{rec};
+      const NodeEntry& to = nodes_[rec.to];
+      auto fd = leader_fd_.find(rec.from);
+      if (to.addr.empty() || to.port == 0) {
+        e.rec.error = to.name + " has no listener";
+        e.sent = e.received = true;
+      } else if (fd == leader_fd_.end()) {
+        e.rec.error = nodes_[rec.from].name + "'s task left the test";
+        e.sent = e.received = true;
+      } else {
+        Order o;
+        o.kind = Order::kSend;
+        o.peer = static_cast<std::uint32_t>(rec.to);
+        o.addr = to.addr;
+        o.port = to.port;
+        o.ms = ms;
+        send_now(fd->second, format_order(o));
+      }
+      step_.push_back(e);
+    }
+    step_until_ = Clock::now() + std::chrono::milliseconds(ms) +
+                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kStepSlack_s));
+    in_step_ = true;
+  }
+
+  bool step_done() const {
+    return std::all_of(step_.begin(), step_.end(),
+                       [](const Edge& e) { return e.sent && (e.received || !e.rec.error.empty()); });
+  }
+
+  void end_step() {
+    for (auto& e : step_) {
+      if (e.rec.error.empty() && !e.sent) e.rec.error = "no report from " + nodes_[e.rec.from].name + " in time";
+      else if (e.rec.error.empty() && !e.received)
+        e.rec.error = nodes_[e.rec.to].name + " received nothing from " + nodes_[e.rec.from].name;
+      tests_.push_back(e.rec);
+    }
+    step_.clear();
+    in_step_ = false;
+    step_until_ = Clock::time_point::max();
+  }
+
+  void advance() {
+    if (finished_) return;
+    if (!testing_) {
+      if (hellos_.size() == s_.total_tasks) {
+        begin_tests();
+        if (!setup_error_.empty()) return finish();
+      } else {
+        return;
+      }
+    }
+    if (in_step_ && !step_done() && Clock::now() < step_until_) return;
+    if (in_step_) end_step();
+    if (plan_.empty() && !retested_ && nnodes_ >= 2) {
+      retested_ = true;
+      const auto j = judge_pairs(static_cast<int>(nnodes_), measurements(tests_), s_.cfg.slow_fraction, s_.cfg.min_gbps);
+      std::vector<Pair> tested;
+      for (const auto& p : j.pairs) tested.push_back(p.pair);
+      const std::uint32_t ms = static_cast<std::uint32_t>(s_.cfg.seconds * 1000);
+      for (const Round& r : pack_rounds(retest_pairs(static_cast<int>(nnodes_), tested, j.slow)))
+        queue_round(r, ++rounds_, true, ms);
+    }
+    if (plan_.empty()) return finish();
+    start_step();
+  }
+
+  void finish() {
+    finished_ = true;
+    if (in_step_) end_step();
+    std::vector<TaskHello> tasks;
+    for (const auto& [rank, h] : hellos_) tasks.push_back(h);
+    FabricReport rep;
+    rep.job_step = s_.job_step;
+    rep.nodes = nodes_;
+    rep.tests = tests_;
+    rep.rounds = rounds_;
+    std::vector<Finding> findings;
+    if (!testing_ || !setup_error_.empty()) {
+      std::string missing;
+      std::size_t count = 0;
+      for (std::uint32_t r = 0; r < s_.total_tasks; ++r)
+        if (!hellos_.count(r) && count++ < 8) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+      const std::string why = !setup_error_.empty()
+                                  ? setup_error_
+                                  : "no hello from " + std::to_string(s_.total_tasks - hellos_.size()) + " of " +
+                                        std::to_string(s_.total_tasks) + " tasks (ranks " + missing +
+                                        (count > 8 ? ",..." : "") + ") within " +
+                                        std::to_string(static_cast<int>(s_.cfg.timeout_s)) +
+                                        " s: a node did not launch, or cannot reach srun";
+      findings.push_back(Finding{"unreachable", true, "srun", why});
+    } else {
+      rep.judgement = judge_pairs(static_cast<int>(nnodes_), measurements(tests_), s_.cfg.slow_fraction, s_.cfg.min_gbps);
+      findings = listen_errors_;
+      int port = 0;
+      if (!nodes_.empty()) port = nodes_[0].port;
+      for (auto& f : pair_findings(nodes_, tests_, rep.judgement, port)) findings.push_back(f);
+      if (timed_out_)
+        findings.push_back(Finding{"unreachable", true, "srun",
+                                   "the test did not finish within fabric.timeout (" +
+                                       std::to_string(static_cast<int>(s_.cfg.timeout_s)) + " s)"});
+    }
+    for (auto& f : find_lists_matching_nothing(tasks)) findings.push_back(f);
+    for (auto& f : find_differences(tasks)) findings.push_back(f);
+    for (auto& f : find_layout_mistakes(tasks, s_.total_tasks)) findings.push_back(f);
+    rep.findings = findings;
+    rep.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    const std::string path = s_.report_dir.empty() ? "" : s_.report_dir + "/fabric.json";
+    rep.verdict = fabric_verdict(findings, s_.cfg.action == "fail", rep.judgement, nodes_.size(), path);
+    std::string write_error = path.empty() ? "no diag dir" : (s_.dir_check ? s_.dir_check(s_.report_dir) : "");
+    if (write_error.empty()) write_error = write_report_file(s_.report_dir, "fabric.json", fabric_json(rep), s_.uid);
+    std::string text;
+    for (auto line : rep.verdict.lines) {
+      auto at = line.find(" (all figures: ");
+      if (!write_error.empty() && at != std::string::npos)  // never point at a file that is not there
+        line = line.substr(0, at) + " (no fabric.json: " + write_error + ")";
+      text += line + "\n";
+    }
+    (void)!::write(STDERR_FILENO, text.data(), text.size());
+    const std::string end = format_order(Order{Order::kEnd, 0, "", 0, 0, rep.verdict.start});
+    for (auto& c : clients_)
+      if (c.hello && c.fd >= 0) send_now(c.fd, end);
+  }
+
+  int listen_fd_;
+  std::string token_;
+  CoordinatorSettings s_;
+  Clock::time_point start_;
+  std::vector<Client> clients_;
+  std::map<std::uint32_t, TaskHello> hellos_;
+  std::map<std::uint32_t, int> leader_fd_;
+  std::vector<std::uint32_t> lost_;
+  std::uint32_t nnodes_ = 0;
+  std::vector<NodeEntry> nodes_;
+  std::vector<Finding> listen_errors_;
+  std::string setup_error_;
+  std::deque<std::pair<std::vector<TestRecord>, std::uint32_t>> plan_;
+  std::vector<Edge> step_;
+  std::vector<TestRecord> tests_;
+  Clock::time_point step_until_ = Clock::time_point::max();
+  bool testing_ = false, in_step_ = false, retested_ = false, finished_ = false, timed_out_ = false;
+  int rounds_ = 0;
+};
+
+void serve(int listen_fd, std::string token, CoordinatorSettings s) {
+  try {
+    Coordinator(listen_fd, std::move(token), std::move(s)).run();
+  } catch (...) {
+    // srun's thread: nothing escapes. The tasks see the connection close and refuse.
+  }
+}
+
+}  // namespace
+
+std::string write_report_file(const std::string& dir, const std::string& name, const std::string& text, uid_t uid) {
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return dir + ": " + std::strerror(errno);
+  struct stat st {};
+  if (::fstat(dfd, &st) != 0 || st.st_uid != uid || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    ::close(dfd);
+    return dir + " is not your own private directory";
+  }
+  int fd = ::openat(dfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  ::close(dfd);
+  if (fd < 0) return dir + "/" + name + ": " + std::strerror(errno);
+  std::size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return off == text.size() ? "" : dir + "/" + name + ": short write";
+}
+
+CoordinatorStart start_fabric_coordinator(const CoordinatorSettings& s) {
+  CoordinatorStart out;
+  auto token = new_token();
+  if (!token) {
+    out.error = std::string("no random token: ") + std::strerror(errno);
+    return out;
+  }
+  int port = 0;
+  int fd = tcp_listen("", 0, 1024, port, out.error);
+  if (fd < 0) return out;
+  // srun unloads its plugins (dlclose) at exit while the thread may still run: keep the
+  // code mapped until the process ends.
+  Dl_info self{};
+  if (::dladdr(reinterpret_cast<void*>(&serve), &self) && self.dli_fname)
+    ::dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  sigset_t all, old;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  try {
+    std::thread(serve, fd, *token, s).detach();
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  } catch (const std::exception& e) {
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    ::close(fd);
+    out.error = std::string("no thread: ") + e.what();
+    return out;
+  }
+  out.endpoint = Endpoint{port, *token};
+  return out;
+}
+
+}  // namespace gpudiag::fabric

@@ -1,0 +1,192 @@
+#include "fabric/fabric_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace gpudiag::fabric {
+namespace {
+
+std::string gbps_text(double g) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, g >= 10 ? "%.1f" : (g >= 0.1 ? "%.2f" : "%.3f"), g);
+  return buf;
+}
+
+std::string name_of(const std::vector<NodeEntry>& nodes, int id) {
+  return id >= 0 && static_cast<std::size_t>(id) < nodes.size() && !nodes[id].name.empty()
+             ? nodes[id].name
+             : "node " + std::to_string(id);
+}
+
+std::string pair_name(const std::vector<NodeEntry>& nodes, const Pair& p) {
+  return name_of(nodes, p.a) + "-" + name_of(nodes, p.b);
+}
+
+std::string figure_text(const PairFigure& f, const std::vector<NodeEntry>& nodes) {
+  auto way = [](const std::optional<double>& g) { return g ? gbps_text(*g) : std::string("?"); };
+  return way(f.ab_gbps) + " Gb/s " + name_of(nodes, f.pair.a) + "->" + name_of(nodes, f.pair.b) + ", " +
+         way(f.ba_gbps) + " back";
+}
+
+}  // namespace
+
+std::optional<double> TestRecord::gbps() const {
+  if (!error.empty() || usec == 0 || reach) return std::nullopt;
+  return static_cast<double>(bytes) * 8 / static_cast<double>(usec) / 1000.0;
+}
+
+std::vector<Measurement> measurements(const std::vector<TestRecord>& tests) {
+  std::vector<Measurement> out;
+  for (const auto& t : tests) out.push_back(Measurement{t.from, t.to, t.reach, t.gbps(), t.error});
+  return out;
+}
+
+std::vector<Finding> pair_findings(const std::vector<NodeEntry>& nodes, const std::vector<TestRecord>& tests,
+                                   const PairJudgement& j, int rendezvous_port) {
+  std::vector<Finding> out;
+  // Unreachable: each failed direction once (a re-test that worked does not erase it:
+  // a port that refuses sometimes is a finding too).
+  std::vector<std::pair<int, int>> said;
+  std::vector<int> cannot_reach_first;
+  for (const auto& t : tests) {
+    if (t.error.empty()) continue;
+    if (std::find(said.begin(), said.end(), std::make_pair(t.from, t.to)) != said.end()) continue;
+    said.emplace_back(t.from, t.to);
+    const std::string to = name_of(nodes, t.to);
+    const bool to_ok = t.to >= 0 && static_cast<std::size_t>(t.to) < nodes.size();
+    const std::string where = to + ":" + std::to_string(to_ok ? nodes[t.to].port : 0) + "/tcp";
+    Finding f;
+    f.kind = "unreachable";
+    f.fatal = true;
+    f.subject = name_of(nodes, t.from) + "->" + to;
+    if (t.reach) cannot_reach_first.push_back(t.from);
+    f.message = name_of(nodes, t.from) + " cannot reach " + where +
+                (t.reach ? " (the rendezvous port" + (rendezvous_port ? " " + std::to_string(rendezvous_port) : "") +
+                               ")"
+                         : "") +
+                ": " + t.error +
+                (t.error.find("reset") != std::string::npos
+                     ? " - its listener dropped the connection: another process flooding that port? run again, or "
+                       "look for it on " + to
+                     : " - a firewall? allow TCP between the nodes on the rendezvous port and 1024-65535");
+    out.push_back(f);
+  }
+  for (int n : j.bad_nodes) {
+    std::string figs;
+    for (const auto& p : j.pairs)
+      if (p.slow && (p.pair.a == n || p.pair.b == n)) figs += (figs.empty() ? "" : "; ") + figure_text(p, nodes);
+    const std::string name = name_of(nodes, n);
+    out.push_back(Finding{"slow_node", true, name,
+                          name + " is slow with every partner (" + figs + "; median node " +
+                              gbps_text(j.reference_gbps) + " Gb/s): check its link (ethtool, cable, port), drain it: "
+                              "scontrol update NodeName=" + name + " State=DRAIN Reason=\"gpudiag: fabric slow\""});
+  }
+  for (const Pair& p : j.bad_links) {
+    for (const auto& f : j.pairs) {
+      if (!(f.pair == p)) continue;
+      out.push_back(Finding{"slow_link", true, pair_name(nodes, p),
+                            "the link " + pair_name(nodes, p) + " is slow (" + figure_text(f, nodes) + "; both nodes " +
+                                "are fast with others, median node " + gbps_text(j.reference_gbps) +
+                                " Gb/s): check the switch path between them"});
+    }
+  }
+  for (const Pair& p : j.unsure) {
+    for (const auto& f : j.pairs) {
+      if (!(f.pair == p)) continue;
+      out.push_back(Finding{"slow_pair", true, pair_name(nodes, p),
+                            pair_name(nodes, p) + " is slow (" + figure_text(f, nodes) + ", below " +
+                                gbps_text(j.threshold_gbps) + " Gb/s) and no node is fast with another to tell "
+                                "node from link: test with more nodes"});
+    }
+  }
+  return out;
+}
+
+FabricVerdict fabric_verdict(const std::vector<Finding>& findings, bool fail_action, const PairJudgement& j,
+                             std::size_t node_count, const std::string& report_path) {
+  FabricVerdict v;
+  const std::string tag = "gpudiag: fabric: ";
+  const bool fatal = std::any_of(findings.begin(), findings.end(), [](const Finding& f) { return f.fatal; });
+  v.start = !(fatal && fail_action);
+  const std::string where = report_path.empty() ? "" : " (all figures: " + report_path + ")";
+  if (findings.empty()) {
+    double lo = 0, hi = 0;
+    bool any = false;
+    for (const auto& p : j.pairs)
+      for (const auto& g : {p.ab_gbps, p.ba_gbps}) {
+        if (!g) continue;
+        lo = any ? std::min(lo, *g) : *g;
+        hi = any ? std::max(hi, *g) : *g;
+        any = true;
+      }
+    v.lines.push_back(tag + std::to_string(node_count) + " nodes, " + std::to_string(j.pairs.size()) + " pairs" +
+                      (any ? ", " + gbps_text(lo) + "-" + gbps_text(hi) + " Gb/s over TCP" : "") +
+                      ", nothing differs: ok" + where);
+    return v;
+  }
+  // Fatal first, in the order found (unreachable, slow, differs, layout).
+  std::vector<const Finding*> order;
+  for (const auto& f : findings)
+    if (f.fatal) order.push_back(&f);
+  for (const auto& f : findings)
+    if (!f.fatal) order.push_back(&f);
+  v.lines.push_back(tag + (v.start ? (fatal ? "problems found; the step starts (fabric.action: warn)"
+                                            : "the step starts; note")
+                                   : "the step does not start: " + std::to_string(order.size()) +
+                                         " problem(s) between the nodes") +
+                    where);
+  const std::size_t room = kMaxVerdictLines - 1;
+  for (std::size_t i = 0; i < order.size() && i < room; ++i) {
+    if (i + 1 == room && order.size() > room) {
+      v.lines.push_back(tag + order[i]->message.substr(0, 300) + " (and " + std::to_string(order.size() - room) +
+                        " more in fabric.json)");
+      break;
+    }
+    v.lines.push_back(tag + order[i]->message);
+  }
+  return v;
+}
+
+std::string fabric_json(const FabricReport& r) {
+  using nlohmann::json;
+  json nodes = json::array();
+  for (std::size_t i = 0; i < r.nodes.size(); ++i)
+    nodes.push_back({{"id", i}, {"name", r.nodes[i].name}, {"addr", r.nodes[i].addr}, {"port", r.nodes[i].port}});
+  json tests = json::array();
+  for (const auto& t : r.tests) {
+    json e = {{"from", name_of(r.nodes, t.from)}, {"to", name_of(r.nodes, t.to)}, {"transport", "tcp"},
+              {"kind", t.reach ? "reach" : (t.retest ? "retest" : "pair")}, {"round", t.round}, {"bytes", t.bytes},
+              {"usec", t.usec}};
+    if (auto g = t.gbps()) e["gbps"] = *g;
+    if (!t.error.empty()) e["error"] = t.error;
+    tests.push_back(e);
+  }
+  json pairs = json::array();
+  for (const auto& p : r.judgement.pairs) {
+    json e = {{"a", name_of(r.nodes, p.pair.a)}, {"b", name_of(r.nodes, p.pair.b)}, {"slow", p.slow}};
+    if (p.ab_gbps) e["a_to_b_gbps"] = *p.ab_gbps;
+    if (p.ba_gbps) e["b_to_a_gbps"] = *p.ba_gbps;
+    pairs.push_back(e);
+  }
+  json findings = json::array();
+  for (const auto& f : r.findings)
+    findings.push_back({{"kind", f.kind}, {"fatal", f.fatal}, {"subject", f.subject}, {"message", f.message}});
+  std::vector<std::string> bad;
+  for (int n : r.judgement.bad_nodes) bad.push_back(name_of(r.nodes, n));
+  json j = {{"step", r.job_step},
+            {"verdict", r.verdict.start ? (r.findings.empty() ? "ok" : "warn") : "fail"},
+            {"lines", r.verdict.lines},
+            {"nodes", nodes},
+            {"rounds", r.rounds},
+            {"seconds", r.seconds},
+            {"reference_gbps", r.judgement.reference_gbps},
+            {"threshold_gbps", r.judgement.threshold_gbps},
+            {"drain", bad},
+            {"pairs", pairs},
+            {"tests", tests},
+            {"findings", findings}};
+  return j.dump(2, ' ', true, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace gpudiag::fabric

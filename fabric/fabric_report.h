@@ -1,0 +1,58 @@
+#pragma once
+// The fabric test's verdict (issue 32): findings from every part, at most five lines for
+// srun's stderr naming the node or link and the fix, and fabric.json. Pure.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fabric/node_differs.h"
+#include "fabric/pair_verdict.h"
+
+namespace gpudiag::fabric {
+
+inline constexpr std::size_t kMaxVerdictLines = 5;
+
+struct NodeEntry {
+  std::string name;
+  std::string addr;  // the listener, as the node reported it
+  int port = 0;
+};
+
+// What one directed test did, as recorded.
+struct TestRecord {
+  int from = 0, to = 0;
+  bool reach = false;
+  int round = 0;  // 0: the reach check; 1..: pair rounds (re-tests after the first ones)
+  bool retest = false;
+  std::uint64_t bytes = 0, usec = 0;
+  std::string error;
+  std::optional<double> gbps() const;  // none on error or without time
+};
+
+std::vector<Measurement> measurements(const std::vector<TestRecord>& tests);
+
+// Unreachable ports and directions, slow nodes and links, from the pair tests.
+std::vector<Finding> pair_findings(const std::vector<NodeEntry>& nodes, const std::vector<TestRecord>& tests,
+                                   const PairJudgement& j, int rendezvous_port);
+
+struct FabricVerdict {
+  bool start = true;
+  std::vector<std::string> lines;  // each starts "gpudiag: fabric: ", at most kMaxVerdictLines
+};
+// `fail_action`: fabric.action is fail. `report_path`: where fabric.json is ("" if none).
+FabricVerdict fabric_verdict(const std::vector<Finding>& findings, bool fail_action, const PairJudgement& j,
+                             std::size_t node_count, const std::string& report_path);
+
+struct FabricReport {
+  std::string job_step;  // "JOB.STEP"
+  std::vector<NodeEntry> nodes;
+  std::vector<TestRecord> tests;
+  PairJudgement judgement;
+  std::vector<Finding> findings;
+  FabricVerdict verdict;
+  int rounds = 0;
+  double seconds = 0;  // the whole test, as srun saw it
+};
+std::string fabric_json(const FabricReport& r);
+
+}  // namespace gpudiag::fabric

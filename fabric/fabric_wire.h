@@ -1,0 +1,91 @@
+#pragma once
+// What the step's tasks and srun say to each other during --diag=fabric (issue 32), and
+// the header of a test connection between two nodes. srun coordinates (ARCHITECTURE §3a):
+// it listens on an ephemeral port and hands `port:token` to the tasks in GPUDIAG_FABRIC,
+// as the preflight barrier does. Every line is bounded and carries nothing a terminal
+// could take as a control sequence; every parser is pure and fuzzed (fuzz_fabric_wire).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gpudiag::fabric {
+
+inline constexpr const char* kFabricEnv = "GPUDIAG_FABRIC";
+inline constexpr std::size_t kHelloMax = 64 * 1024;  // a task's hello, newline included
+inline constexpr std::size_t kLineMax = 512;         // any other line
+inline constexpr std::size_t kTokenHex = 32;
+
+struct Endpoint {
+  int port = 0;
+  std::string token;  // 32 lowercase hex digits
+};
+std::string format_endpoint(const Endpoint& e);
+std::optional<Endpoint> parse_endpoint(const std::string& value);
+bool same_token(const std::string& a, const std::string& b);  // constant time
+std::optional<std::string> new_token();                       // getrandom; nullopt: none
+
+// What the node that NCCL and torch meet looks like (the node's first task gathers it).
+struct NodeFacts {
+  std::string driver;     // /proc/driver/nvidia/version's version, "" without a driver
+  std::string kernel;     // uname -r
+  std::string rdma_core;  // libibverbs' version ("" without)
+  std::vector<std::string> hcas;        // /sys/class/infiniband
+  std::vector<std::string> interfaces;  // /sys/class/net
+};
+
+// One task's hello: who it is, what it will run with, and (the node's first task) where
+// its node's listener is.
+struct TaskHello {
+  std::uint32_t rank = 0;
+  std::uint32_t node_id = 0;
+  std::uint32_t nnodes = 1;
+  std::uint32_t local_rank = 0;
+  std::uint32_t local_tasks = 1;
+  std::string node;  // short host name: one printable word
+  std::string launcher;  // "torchrun" when the task's program is torchrun, else ""
+  // Effective NCCL_*, GLOO_*, TORCH_*, CUDA_* and the layout's variables (WORLD_SIZE,
+  // PET_NNODES, PET_NPROC_PER_NODE, SLURM_GPUS_ON_NODE), and which of them gpudiag set.
+  std::map<std::string, std::string> env;
+  std::set<std::string> injected;
+  // The first task of a node:
+  std::string listen_addr;  // numeric; "" when this task has no listener
+  int listen_port = 0;
+  std::string listen_error;  // why there is none, or why not on the rendezvous port
+  std::optional<NodeFacts> facts;
+};
+std::string format_hello(const std::string& token, const TaskHello& h);
+// `line` without its newline. The token is checked before the rest is parsed.
+std::optional<TaskHello> parse_hello(const std::string& line, const std::string& token);
+
+// A node's first task reports what its tests did.
+struct TestReport {
+  enum Kind { kReceived, kSent } kind = kReceived;
+  std::uint32_t peer = 0;           // the other node's id
+  std::uint64_t bytes = 0;          // kReceived
+  std::uint64_t usec = 0;           // kReceived: from the header to EOF
+  std::string error;                // kSent: "" when it sent all it was told to
+};
+std::string format_test_report(const TestReport& r);
+std::optional<TestReport> parse_test_report(const std::string& line);
+
+// srun's orders: send to a node for `ms` milliseconds (0: connect, say who, close), or
+// the end of the test with the step's fate.
+struct Order {
+  enum Kind { kSend, kEnd } kind = kEnd;
+  std::uint32_t peer = 0;
+  std::string addr;
+  int port = 0;
+  std::uint32_t ms = 0;
+  bool ok = false;  // kEnd
+};
+std::string format_order(const Order& o);
+std::optional<Order> parse_order(const std::string& line);
+
+// The first line on a test connection: "gpudiag-fabric TOKEN data FROM".
+std::string format_data_header(const std::string& token, std::uint32_t from);
+std::optional<std::uint32_t> parse_data_header(const std::string& line, const std::string& token);
+
+}  // namespace gpudiag::fabric
