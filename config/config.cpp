@@ -125,6 +125,34 @@ class Reader {
   std::string source_;
 };
 
+// `off`, or a whole number within [lo, hi] with an optional unit suffix ("10%").
+std::optional<int> cap_or_off(const Reader& r, const YAML::Node& n, const std::string& key, int lo, int hi,
+                              std::string_view suffix) {
+  std::string s = r.scalar(n, key);
+  if (s == "off") return std::nullopt;
+  if (!suffix.empty() && s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0)
+    s.resize(s.size() - suffix.size());
+  int v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty() || v < lo || v > hi)
+    r.fail(n, "'" + key + "' must be off or a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                  std::string(suffix) + ", not '" + r.scalar(n, key) + "'");
+  return v;
+}
+
+void read_drain(const Reader& r, const YAML::Node& n, DrainSettings& d) {
+  r.require_map(n, "drain");
+  r.only_keys(n, "drain.", {"max_nodes", "max_share", "jitter"});
+  if (n["max_nodes"]) d.max_nodes = cap_or_off(r, n["max_nodes"], "drain.max_nodes", 1, 1000000, "");
+  if (n["max_share"]) d.max_share_pct = cap_or_off(r, n["max_share"], "drain.max_share", 1, 100, "%");
+  if (n["jitter"]) {
+    std::string s = r.scalar(n["jitter"], "drain.jitter");
+    auto v = parse_duration(s);
+    if (!v || *v > 30) r.fail(n["jitter"], "'drain.jitter' must be a duration from 0 to 30s, e.g. 2s or 0.5s, not '" + s + "'");
+    d.jitter_s = *v;
+  }
+}
+
 void read_health(const Reader& r, const YAML::Node& n, HealthSettings& h) {
   r.require_map(n, "health");
   r.only_keys(n, "health.", {"checks", "timeout", "drain_prefix", "node_name", "scontrol_timeout", "state_dir"});
@@ -459,8 +487,9 @@ Result<Config> parse_config(std::string_view yaml_text, const std::string& sourc
     YAML::Node root = YAML::Load(std::string(yaml_text));
     if (root.IsNull()) return cfg;  // an empty file: all defaults
     r.require_map(root, "the top level");
-    r.only_keys(root, "", {"health", "ib", "acs", "iommu", "gpu", "p2p", "nccl", "plugin", "xid", "ibcounters", "pcie", "gdr", "fabric"});
+    r.only_keys(root, "", {"health", "drain", "ib", "acs", "iommu", "gpu", "p2p", "nccl", "plugin", "xid", "ibcounters", "pcie", "gdr", "fabric"});
     if (root["health"]) read_health(r, root["health"], cfg.health);
+    if (root["drain"]) read_drain(r, root["drain"], cfg.drain);
     if (root["ib"]) read_ib(r, root["ib"], cfg.ib);
     if (auto n = root["acs"]) {
       r.require_map(n, "acs");

@@ -214,6 +214,18 @@ struct GdrSettings {
   std::string required = "auto";
 };
 
+// The drain breaker (README "The drain breaker", ARCHITECTURE §4): how many nodes
+// gpudiag may have drained at once before `--drain` holds a CRITICAL node back.
+struct DrainSettings {
+  // Nodes drained by gpudiag in the whole cluster, this one included; nullopt: no cap.
+  std::optional<int> max_nodes = 16;
+  // Per cent of each partition this node is in, rounded up (so never below one node).
+  std::optional<int> max_share_pct = 10;
+  // A random wait up to this before counting, so that nodes deciding at once reach
+  // slurmctld one after another (and its load is spread); 0: none.
+  double jitter_s = 2;
+};
+
 // --diag=fabric (issue 32): what lies between the step's nodes, tested before the
 // program starts (fabric/). A pair below either floor is slow.
 struct FabricSettings {
@@ -227,6 +239,7 @@ struct FabricSettings {
 struct Config {
   std::string source;  // the file it came from, or "" for built-in defaults
   HealthSettings health;
+  DrainSettings drain;
   IbExpect ib;
   AcsSettings acs;
   IommuSettings iommu;

@@ -19,10 +19,18 @@ nlohmann::ordered_json report_to_json(const Report& r) {
     if (!c.details.is_null()) jc["details"] = nlohmann::ordered_json::parse(c.details.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     checks.push_back(std::move(jc));
   }
-  return {{"node", r.node},
-          {"status", status_name(r.status)},
-          {"duration_ms", r.duration_ms},
-          {"checks", std::move(checks)}};
+  nlohmann::ordered_json out = {{"node", r.node},
+                                 {"status", status_name(r.status)},
+                                 {"duration_ms", r.duration_ms},
+                                 {"checks", std::move(checks)}};
+  if (r.slurm) {
+    // The status stays the checks' own: a node the breaker held back is still critical.
+    nlohmann::ordered_json s = {{"action", r.slurm->action}, {"explanation", r.slurm->explanation}};
+    if (r.slurm->limit > 0)
+      s["breaker"] = {{"cap", r.slurm->cap}, {"drained", r.slurm->count}, {"limit", r.slurm->limit}};
+    out["slurm"] = std::move(s);
+  }
+  return out;
 }
 
 std::string format_json(const Report& r) {

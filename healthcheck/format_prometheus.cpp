@@ -75,6 +75,22 @@ std::string format_prometheus(const Report& r) {
     out += "# TYPE gpudiag_last_run_timestamp_seconds gauge\n";
     out += fmt::format("gpudiag_last_run_timestamp_seconds {:.3f}\n", r.finished_at_s);
   }
+  if (r.slurm) {
+    // Alert on this: a node that is CRITICAL yet in service, because the drain breaker
+    // held it back (its cap reached, or it could not count).
+    out += "# HELP gpudiag_drain_held_back 1 when this node is CRITICAL but the drain breaker held its drain back.\n";
+    out += "# TYPE gpudiag_drain_held_back gauge\n";
+    out += fmt::format("gpudiag_drain_held_back {}\n", r.slurm->action == "held_back" ? 1 : 0);
+    if (r.slurm->limit > 0) {
+      out += "# HELP gpudiag_drain_breaker_drained Nodes drained by gpudiag in the scope of the cap that held this "
+             "node back, this node left out.\n";
+      out += "# TYPE gpudiag_drain_breaker_drained gauge\n";
+      out += fmt::format("gpudiag_drain_breaker_drained{{cap=\"{}\"}} {}\n", label_value(r.slurm->cap), r.slurm->count);
+      out += "# HELP gpudiag_drain_breaker_limit The cap that held this node back.\n";
+      out += "# TYPE gpudiag_drain_breaker_limit gauge\n";
+      out += fmt::format("gpudiag_drain_breaker_limit{{cap=\"{}\"}} {}\n", label_value(r.slurm->cap), r.slurm->limit);
+    }
+  }
   out += device_metrics(r);
   return out;
 }

@@ -1,6 +1,7 @@
 // gpudiag-health: node health checks for GPU training nodes (ARCHITECTURE §8).
 // Exit codes follow the Nagios plugin convention: 0 OK, 1 WARNING, 2 CRITICAL,
-// 3 UNKNOWN (bad usage, bad config, a check that could not run).
+// 3 UNKNOWN (bad usage, bad config, a check that could not run); and 4: CRITICAL, but
+// the drain breaker held --drain back (healthcheck/slurm_action.h).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "healthcheck/drain_policy.h"
 #include "healthcheck/formats.h"
 #include "healthcheck/run_state.h"
+#include "healthcheck/slurm_action.h"
 #include "healthcheck/slurm_node.h"
 #include "config/config.h"
 #include "util/control_bytes.h"
@@ -54,23 +56,6 @@ std::string slurm_note(const gpudiag::Config& cfg, const std::string& node) {
   return fmt::format("Slurm: {} is {}.\n", node, st->state);
 }
 
-gpudiag::Result<bool> act_on_node(const gpudiag::Report& report, const gpudiag::Config& cfg, const std::string& node,
-                                  bool drain, bool resume, bool human) {
-  gpudiag::Scontrol sc(cfg.health.scontrol_timeout_s);
-  auto st = sc.show(node);
-  if (!st) return gpudiag::Result<bool>::failure(st.error());
-  auto d = gpudiag::decide_drain(report, *st, drain, resume, cfg.health.drain_prefix);
-  gpudiag::Result<bool> done = true;
-  if (d.action == gpudiag::NodeAction::drain) done = sc.drain(node, d.reason);
-  else if (d.action == gpudiag::NodeAction::resume) done = sc.resume(node);
-  if (!done) return done;
-  // Machine formats keep stdout for their own output.
-  std::string line = fmt::format("Slurm: {} {}\n", node, d.explanation);
-  if (human) write_all(line);
-  else std::fprintf(stderr, "gpudiag-health: %s", line.c_str());
-  return true;
-}
-
 // --baseline: the config of what this node has on stdout. A node that looks sick still
 // gets one, but exit 1 and a warning keep anybody from copying it unawares.
 int print_baseline(const gpudiag::CheckContext& ctx) {
@@ -93,10 +78,11 @@ int print_baseline(const gpudiag::CheckContext& ctx) {
 
 int run(int argc, char** argv) {
   CLI::App app{"gpudiag-health: check this node's InfiniBand ports, PCIe ACS, IOMMU mode and GPUs.\n"
-               "Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."};
+               "Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN, 4 CRITICAL but --drain held back by the "
+               "drain breaker."};
   std::string config_path, fs_root = "/", checks_arg, format = "human", node;
   std::string output_path, state_dir;
-  bool quick = false, verbose = false, drain = false, resume = false, baseline = false;
+  bool quick = false, verbose = false, drain = false, resume = false, baseline = false, force = false;
   double timeout = 0, write_timeout = gpudiag::kFileTimeoutS;
   app.add_option("--config", config_path, "config file (default: /etc/gpudiag/gpudiag.yaml if it exists)");
   app.add_option("--fs-root", fs_root, "read /sys and /proc under DIR instead of / (fixtures, containers)");
@@ -109,6 +95,9 @@ int run(int argc, char** argv) {
   app.add_option("--timeout", timeout, "time budget for all checks in seconds (default: health.timeout, 50)")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_flag("--drain", drain, "if CRITICAL, drain this node in Slurm with reason '<prefix> <finding>'");
+  app.add_flag("--force", force,
+               "with --drain: drain even when the drain breaker would hold it back (drain.max_nodes, "
+               "drain.max_share)");
   app.add_flag("--resume", resume, "if OK and drained by gpudiag (reason starts with the prefix), resume it");
   app.add_option("--output", output_path,
                  "write the report to FILE atomically (0644, e.g. for node_exporter's textfile collector) "
@@ -169,6 +158,8 @@ int run(int argc, char** argv) {
     return print_baseline(ctx);
   }
 
+  if (force && !drain) return usage_error("gpudiag-health: --force goes with --drain");
+
   gpudiag::RunOptions opts;
   if (quick && !checks_arg.empty()) return usage_error("gpudiag-health: give --quick or --checks, not both");
   if (quick) {
@@ -205,11 +196,27 @@ int run(int argc, char** argv) {
           : gpudiag::RunState::load(state_dir, node, write_timeout);
   ctx.state = &state;
   gpudiag::RunOutcome outcome = gpudiag::run_checks(ctx, opts, node);
-  const auto& report = outcome.report;
+  auto& report = outcome.report;
   // After a timeout a check may still be writing to it.
   if (!outcome.abandoned_thread) {
     auto saved = state.save();
     if (!saved) std::fprintf(stderr, "%s\n", saved.error().c_str());
+  }
+
+  // Slurm first: every format reports what was done about the node.
+  int code = static_cast<int>(report.status);
+  std::string slurm_line;
+  if (drain || resume) {
+    gpudiag::RealSlurm slurm(cfg.health.scontrol_timeout_s);
+    auto acted = gpudiag::act_on_node(report, cfg, node, {drain, resume, force}, slurm);
+    report.slurm = acted.outcome;
+    if (!acted.error.empty()) {
+      std::fprintf(stderr, "%s\n", acted.error.c_str());
+      code = kExitUnknown;
+    } else {
+      slurm_line = fmt::format("Slurm: {} {}\n", node, acted.outcome.explanation);
+      if (acted.outcome.action == "held_back") code = gpudiag::kExitHeldBack;
+    }
   }
 
   std::string text;
@@ -223,7 +230,8 @@ int run(int argc, char** argv) {
     text = gpudiag::format_human(report, verbose, color);
   }
   if (format == "human" && verbose && !drain && !resume) text += slurm_note(cfg, node);
-  int code = static_cast<int>(report.status);
+  // Machine formats keep stdout for their own output.
+  const bool human = format == "human";
   if (output_path.empty()) {
     write_all(text);
   } else if (auto written = gpudiag::write_file_atomically(gpudiag::place_of(output_path), text, 0644, write_timeout);
@@ -233,12 +241,9 @@ int run(int argc, char** argv) {
     write_all(text);
     code = kExitUnknown;
   }
-  if (drain || resume) {
-    auto acted = act_on_node(report, cfg, node, drain, resume, format == "human");
-    if (!acted) {
-      std::fprintf(stderr, "%s\n", acted.error().c_str());
-      code = kExitUnknown;
-    }
+  if (!slurm_line.empty()) {
+    if (human) write_all(slurm_line);
+    else std::fprintf(stderr, "gpudiag-health: %s", slurm_line.c_str());
   }
   std::fflush(stdout);
   if (outcome.abandoned_thread) std::_Exit(code);

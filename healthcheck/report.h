@@ -3,6 +3,7 @@
 // (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) that double as the exit code.
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,12 +56,25 @@ struct CheckResult {
   int count(Status s) const;
 };
 
+// What --drain/--resume did about the node in Slurm (ARCHITECTURE §4), for every
+// format. The status stays what the checks found: a node held back is still CRITICAL.
+struct SlurmOutcome {
+  // drained, resumed, held_back (the breaker kept a CRITICAL node in service, or could
+  // not count), unchanged (nothing to do, or not ours), failed (scontrol did not do it)
+  std::string action;
+  std::string explanation;  // one line for people
+  // The breaker's figures when it held the node back on a cap (limit > 0).
+  std::string cap;
+  int count = 0, limit = 0;
+};
+
 struct Report {
   std::string node;
   Status status = Status::ok;
   double duration_ms = 0;
   std::vector<CheckResult> checks;
   double finished_at_s = 0;  // when the run ended, seconds since the epoch; 0: not recorded
+  std::optional<SlurmOutcome> slurm;  // with --drain or --resume
 
   const Finding* most_severe() const;
   void add(CheckResult c);

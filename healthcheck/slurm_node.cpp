@@ -6,6 +6,7 @@
 #include <array>
 #include <map>
 
+#include "util/control_bytes.h"
 #include "util/run_command.h"
 
 namespace gpudiag {
@@ -119,11 +120,22 @@ bool SlurmNodeState::has(std::string_view flag) const {
   return std::find(flags.begin(), flags.end(), flag) != flags.end();
 }
 
-Result<SlurmNodeState> parse_scontrol_node(std::string_view text, const std::string& node) {
-  auto fail = [&](const std::string& why) {
-    return Result<SlurmNodeState>::failure(fmt::format("gpudiag: scontrol show node {}: {}", node, why));
-  };
-  if (text.substr(0, 9) != "NodeName=") return fail("its output does not start with NodeName=");
+namespace {
+
+// One node's lines, parsed as the layout above says; `error` says why not.
+struct ParsedRecord {
+  std::string error;
+  std::string name;
+  SlurmNodeState state;
+  std::vector<std::string> partitions;
+};
+
+ParsedRecord parse_record(std::string_view text) {
+  ParsedRecord out;
+  if (text.substr(0, 9) != "NodeName=") {
+    out.error = "its output does not start with NodeName=";
+    return out;
+  }
   Fields f;
   std::string* free_text = nullptr;  // the free-text field that deeper or unindented lines continue
   std::size_t pos = 0;
@@ -142,18 +154,82 @@ Result<SlurmNodeState> parse_scontrol_node(std::string_view text, const std::str
     }
     first = false;
   }
-  if (!f.repeated.empty())
-    return fail(fmt::format("{}= appears more than once, so free text (a Comment or Extra with a line break) "
+  if (!f.repeated.empty()) {
+    out.error = fmt::format("{}= appears more than once, so free text (a Comment or Extra with a line break) "
                             "imitates Slurm's layout and Slurm's own value cannot be told apart; the node is "
                             "left as it is: remove the line break from that text",
-                            f.repeated.front()));
+                            f.repeated.front());
+    return out;
+  }
   auto state = f.values.find("State");
-  if (state == f.values.end()) return fail("no State= in its output");
-  SlurmNodeState st;
-  st.state = state->second;
-  split_state(st);
-  if (auto r = f.values.find("Reason"); r != f.values.end()) st.reason = reason_first_line(r->second);
-  return st;
+  if (state == f.values.end()) {
+    out.error = "no State= in its output";
+    return out;
+  }
+  if (auto n = f.values.find("NodeName"); n != f.values.end()) out.name = n->second;
+  out.state.state = state->second;
+  split_state(out.state);
+  if (auto r = f.values.find("Reason"); r != f.values.end()) out.state.reason = reason_first_line(r->second);
+  if (auto p = f.values.find("Partitions"); p != f.values.end()) {
+    std::size_t start = 0;
+    const std::string& list = p->second;
+    while (start < list.size()) {
+      auto comma = list.find(',', start);
+      std::string part = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!part.empty() && part != "(null)") out.partitions.push_back(part);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<SlurmNodeState> parse_scontrol_node(std::string_view text, const std::string& node) {
+  auto rec = parse_record(text);
+  if (!rec.error.empty())
+    return Result<SlurmNodeState>::failure(fmt::format("gpudiag: scontrol show node {}: {}", node, rec.error));
+  return rec.state;
+}
+
+Result<std::vector<SlurmNodeRecord>> parse_scontrol_nodes(std::string_view text) {
+  using R = Result<std::vector<SlurmNodeRecord>>;
+  if (text.substr(0, 9) != "NodeName=")
+    return R::failure("gpudiag: scontrol show node: its output does not start with NodeName=");
+  std::vector<SlurmNodeRecord> out;
+  std::map<std::string, bool, std::less<>> seen;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    // The next record starts where a line starts with "NodeName=".
+    std::size_t next = text.find("\nNodeName=", start);
+    std::string_view one = text.substr(start, next == std::string_view::npos ? std::string_view::npos : next - start);
+    auto rec = parse_record(one);
+    if (!rec.error.empty()) {
+      std::string name = rec.name.empty() ? std::string(one.substr(9, one.find_first_of(" \n", 9) - 9)) : rec.name;
+      return R::failure(fmt::format("gpudiag: scontrol show node: node {}: {}", replace_control(name, '?'), rec.error));
+    }
+    if (!seen.emplace(rec.name, true).second)
+      return R::failure(fmt::format("gpudiag: scontrol show node: node {} appears more than once, so free text "
+                                    "(a Comment or Extra with line breaks) imitates a node of its own; nothing "
+                                    "is counted: remove the line break from that text",
+                                    replace_control(rec.name, '?')));
+    out.push_back({std::move(rec.name), std::move(rec.state), std::move(rec.partitions)});
+    if (next == std::string_view::npos) break;
+    start = next + 1;
+  }
+  return out;
+}
+
+Result<std::vector<SlurmNodeRecord>> Scontrol::show_all() const {
+  // About 1 KiB per node: 64 MiB holds a cluster of 50,000.
+  constexpr std::size_t kMaxTable = 64u << 20;
+  using R = Result<std::vector<SlurmNodeRecord>>;
+  auto r = run_command({"scontrol", "show", "node"}, timeout_s_, kMaxTable);
+  if (!r.ok())
+    return R::failure("gpudiag: cannot read the nodes from Slurm: " + describe_failure("scontrol", r, timeout_s_));
+  if (r.out.size() >= kMaxTable) return R::failure("gpudiag: scontrol show node: its output is over 64 MiB");
+  return parse_scontrol_nodes(r.out);
 }
 
 Result<SlurmNodeState> Scontrol::show(const std::string& node) const {
@@ -179,5 +255,7 @@ Result<bool> Scontrol::drain(const std::string& node, const std::string& reason)
 }
 
 Result<bool> Scontrol::resume(const std::string& node) const { return update(node, {"State=RESUME"}, "resume"); }
+
+Result<bool> Scontrol::undrain(const std::string& node) const { return update(node, {"State=UNDRAIN"}, "undrain"); }
 
 }  // namespace gpudiag

@@ -174,6 +174,9 @@ TEST(HealthCli, BadUsageIsUnknownWithAClearMessage) {
   EXPECT_EQ(r.exit_code, 3);
   r = health("healthy", {"--no-such-flag"});
   EXPECT_EQ(r.exit_code, 3);
+  r = health("port-down", {"--force"});  // --force only overrides the drain breaker
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("--force goes with --drain"), std::string::npos) << r.err;
 }
 
 TEST(HealthCli, BrokenConfigNamesFileAndLine) {

@@ -170,8 +170,9 @@ class HealthInSlurm(unittest.TestCase):
         os.chmod(path, 0o755)
         config = os.path.join(d, "gpudiag.yaml")
         with open(config, "w") as f:
-            f.write("health:\n  scontrol_timeout: 2\n")
-        return {"PATH": d + ":" + os.environ["PATH"]}, config
+            f.write("health:\n  scontrol_timeout: 2\ndrain:\n  jitter: 0\n")
+        # The breaker's syslog line goes nowhere, not into this host's syslog.
+        return {"PATH": d + ":" + os.environ["PATH"], "GPUDIAG_SYSLOG_SOCKET": os.path.join(d, "no-syslog")}, config
 
     def test_hung_scontrol_is_reported_not_waited_on(self):
         env, config = self._fake_scontrol("exec sleep 600\n")
@@ -179,9 +180,16 @@ class HealthInSlurm(unittest.TestCase):
         r = self.cluster.run([HEALTH, "--fs-root", os.path.join(FIXTURES, "port-down"), "--config", config,
                               "--drain"], check=False, env=env, timeout=30)
         elapsed = time.monotonic() - t0
+        # A CRITICAL node that cannot count the drains is not drained (issue 33): exit 4.
+        self.assertEqual(r.returncode, 4, r.stdout + r.stderr)
+        self.assertIn("not drained: held back by the drain breaker, which cannot count", r.stdout)
+        self.assertIn("scontrol timed out after 2 s", r.stdout)
+        self.assertLess(elapsed, 10)
+        # Resuming reads only this node: a hung scontrol there is exit 3.
+        r = self.cluster.run([HEALTH, "--fs-root", os.path.join(FIXTURES, "healthy"), "--config", config,
+                              "--resume"], check=False, env=env, timeout=30)
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
         self.assertIn("scontrol timed out after 2 s", r.stderr)
-        self.assertLess(elapsed, 10)
         # The sleeping stand-in was killed with its process group, not left behind.
         left = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True).stdout
         self.assertEqual(left.strip(), "")
@@ -191,6 +199,10 @@ class HealthInSlurm(unittest.TestCase):
             "echo 'slurm_load_node error: Unable to contact slurm controller (connect failure)' >&2\nexit 1\n")
         r = self.cluster.run([HEALTH, "--fs-root", os.path.join(FIXTURES, "port-down"), "--config", config,
                               "--drain"], check=False, env=env, timeout=30)
+        self.assertEqual(r.returncode, 4, r.stdout + r.stderr)
+        self.assertIn("scontrol exited 1: slurm_load_node error: Unable to contact slurm controller", r.stdout)
+        r = self.cluster.run([HEALTH, "--fs-root", os.path.join(FIXTURES, "healthy"), "--config", config,
+                              "--resume"], check=False, env=env, timeout=30)
         self.assertEqual(r.returncode, 3)
         self.assertIn("scontrol exited 1: slurm_load_node error: Unable to contact slurm controller", r.stderr)
 

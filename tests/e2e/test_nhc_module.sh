@@ -35,6 +35,16 @@ expect "acs dies" 1 "ACS ReqRedir|CmpltRedir is enabled on switch downstream por
   --fs-root "$FIX/acs-redirect" --config "$CONF"
 expect "unknown dies with the reason" 1 "only the first 64 bytes" --fs-root "$FIX/nonroot-config" --config "$CONF"
 expect "bad config dies naming the file" 1 "/nonexistent.yaml" --config /nonexistent.yaml
+# With --drain, a node the drain breaker holds back (here: Slurm cannot be counted, as
+# scontrol fails) stays in service: exit 4 passes.
+STUB=$(mktemp -d)
+trap 'rm -rf "$STUB"' EXIT
+printf '#!/bin/sh\necho "slurm_load_node error: Unable to contact slurm controller" >&2\nexit 1\n' > "$STUB/scontrol"
+chmod +x "$STUB/scontrol"
+cat "$CONF" > "$STUB/gpudiag.yaml"
+printf 'drain:\n  jitter: 0\n' >> "$STUB/gpudiag.yaml"
+PATH="$STUB:$PATH" GPUDIAG_SYSLOG_SOCKET="$STUB/no-syslog" \
+  expect "held back by the breaker passes" 0 "" --fs-root "$FIX/port-down" --config "$STUB/gpudiag.yaml" --quick --drain
 GPUDIAG_HEALTH=/nonexistent/gpudiag-health
 expect "missing binary dies" 1 "/nonexistent/gpudiag-health is missing" --quick
 
