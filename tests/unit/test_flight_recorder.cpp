@@ -101,3 +101,20 @@ TEST(FlightRecorder, NamesTheRanksMissingFromTheCollectiveTheOthersStarted) {
   EXPECT_EQ(flight_finding({}, nodes), "");
   EXPECT_EQ(flight_absent_finding().rfind("gpudiag: flight recorder: no dump (", 0), 0u);
 }
+
+// Dumps a real torch 2.11 wrote on a real GPU (tests/data/torch-fr-2.11/README.md): the
+// reader takes what torch itself pickles, not only what its source says it pickles.
+TEST(FlightRecorder, ReadsWhatARealTorchWrote) {
+  const std::string dir = std::string(GPUDIAG_SOURCE_DIR) + "/tests/data/torch-fr-2.11";
+  auto piped = flight_rank_from_dump(slurp(dir + "/pipe_dump.rank0"), 0);
+  ASSERT_TRUE(piped.read) << piped.why;
+  EXPECT_EQ(piped.version, "2.10");
+  EXPECT_EQ(piped.last_seq, 7);
+  EXPECT_EQ(piped.last_name, "all_reduce");
+  EXPECT_EQ(piped.last_state, "completed");
+  auto in_flight = flight_rank_from_dump(slurp(dir + "/in_flight.rank0"), 0);
+  ASSERT_TRUE(in_flight.read) << in_flight.why;
+  EXPECT_EQ(in_flight.last_seq, 7);
+  EXPECT_EQ(in_flight.last_name, "all_reduce");
+  EXPECT_EQ(in_flight.last_state, "scheduled");
+}
