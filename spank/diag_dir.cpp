@@ -2,6 +2,7 @@
 
 #include <grp.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,14 +57,16 @@ std::optional<std::string> distrust_ancestors(const std::vector<AncestorFacts>& 
       return "lies in " + escape_control(a.path) + ", which belongs to another user (uid " + std::to_string(a.owner) +
              "), who could replace it";
     if (a.mode & S_ISVTX) continue;
+    // The admin trusts a group's members: an ACL's named users and groups are not them.
     const bool trusted_group =
-        std::find(trusted_groups.begin(), trusted_groups.end(), a.group) != trusted_groups.end();
+        !a.extended_acl && std::find(trusted_groups.begin(), trusted_groups.end(), a.group) != trusted_groups.end();
     if ((a.mode & S_IWOTH) || ((a.mode & S_IWGRP) && !trusted_group)) {
       char mode[8];
       std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(a.mode & 07777));
       std::string who = "others";
       if (!(a.mode & S_IWOTH))
-        who = "the members of group " + (a.group_name.empty() ? std::to_string(a.group) : escape_control(a.group_name));
+        who = "the members of group " + (a.group_name.empty() ? std::to_string(a.group) : escape_control(a.group_name)) +
+              (a.extended_acl ? " and the users and groups its ACL names" : "");
       return "lies in " + escape_control(a.path) + ", which " + who + " may write and which is not sticky (mode " + mode +
              "), so another user could replace it";
     }
@@ -98,6 +101,10 @@ std::vector<AncestorFacts> read_ancestor_facts(const std::string& resolved_dir) 
       std::vector<char> buf(16384);
       group g, *found = nullptr;
       if (::getgrgid_r(st.st_gid, &g, buf.data(), buf.size(), &found) == 0 && found) a.group_name = found->gr_name;
+      // Filesystems keep an ACL that only repeats the mode as the mode alone, so any
+      // access ACL there names someone; one that cannot be read counts as one.
+      const ssize_t acl = ::getxattr(path.c_str(), "system.posix_acl_access", nullptr, 0);
+      a.extended_acl = acl > 0 || (acl < 0 && errno != ENODATA && errno != ENOTSUP);
     } else {
       a.owner = static_cast<uid_t>(-1);
     }

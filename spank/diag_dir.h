@@ -40,6 +40,9 @@ struct AncestorFacts {
   mode_t mode = 0;
   gid_t group = 0;
   std::string group_name;  // "" where the group has no name
+  // An access ACL with named users or groups: the mode's group bits are then its mask,
+  // which covers those entries too, not the owning group alone.
+  bool extended_acl = false;
 };
 std::vector<AncestorFacts> read_ancestor_facts(const std::string& resolved_dir);
 

@@ -4,6 +4,7 @@
 // are, and how virtual addresses map to file offsets. The file belongs to whoever
 // runs the program, so it is parsed as hostile input: every table is bounded and
 // checked against the file's size.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -31,8 +32,13 @@ struct ElfFacts {
 struct ElfResult {
   std::optional<ElfFacts> facts;
   std::string error;
+  bool out_of_time = false;  // `deadline` passed before the tables were read
 };
-ElfResult parse_elf(const FileRead& read, std::uint64_t size);
+// Reads the first symbol table of each kind only (libpython has one .dynsym and one
+// .symtab), and looks at `deadline` between reads: a file may name thousands of
+// tables, each within the bounds, that together take hours to read.
+ElfResult parse_elf(const FileRead& read, std::uint64_t size,
+                    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
 // The file offset of virtual address `vaddr`, where a PT_LOAD segment holds it from the file.
 std::optional<std::uint64_t> file_offset_of(const ElfFacts& facts, std::uint64_t vaddr);

@@ -89,15 +89,22 @@ int open_mapped(pid_t pid, const Mapping& m) {
                 static_cast<unsigned long long>(m.end));
   const std::string p = "/proc/" + std::to_string(pid);
   for (const std::string& path : {p + "/map_files/" + range, p + "/root" + m.path, m.path}) {
-    // Not yet opened: stat first, so a FIFO or a device at that name is never opened.
+    // The name is the owner's to swap at any moment: resolve it once with O_PATH (which
+    // opens nothing: no FIFO waits, no device's open runs), check what it found, and
+    // open that very inode through its descriptor. A stat of the name and then an open
+    // of it could open whatever the owner put there in between (a FIFO, /dev/watchdog),
+    // as root under `gpudiag stacks --local`.
+    int path_fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (path_fd < 0) continue;
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) continue;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_ino == m.inode && major(st.st_dev) == m.dev_major &&
-        minor(st.st_dev) == m.dev_minor && static_cast<std::uint64_t>(st.st_size) <= kMaxElf)
-      return fd;
-    ::close(fd);
+    const bool same = ::fstat(path_fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_ino == m.inode &&
+                      major(st.st_dev) == m.dev_major && minor(st.st_dev) == m.dev_minor &&
+                      static_cast<std::uint64_t>(st.st_size) <= kMaxElf;
+    int fd = same ? ::open(("/proc/self/fd/" + std::to_string(path_fd)).c_str(),
+                           O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+                  : -1;
+    ::close(path_fd);
+    if (fd >= 0) return fd;
   }
   return -1;
 }
@@ -135,7 +142,14 @@ PyStacks read_python_stacks(pid_t pid, std::chrono::milliseconds budget) {
       std::string name = m.path.substr(m.path.rfind('/') + 1);
       return name.rfind("libpython3", 0) != 0 && name.rfind("python3", 0) != 0;
     };
+    const std::string out_of_time = "no Python frames: reading took longer than its budget of " +
+                                    std::to_string(budget.count()) + " ms (a huge or changing process)";
     for (const Mapping* m : python_image_candidates(maps, exe)) {
+      // A process may map thousands of files named like libpython: the budget covers them.
+      if (std::chrono::steady_clock::now() >= deadline) {
+        none.why_none = out_of_time;
+        return none;
+      }
       int fd = open_mapped(pid, *m);
       if (fd < 0 && guess(*m)) continue;
       if (fd < 0) {
@@ -147,7 +161,12 @@ PyStacks read_python_stacks(pid_t pid, std::chrono::milliseconds budget) {
       FileRead read = [fd](std::uint64_t off, void* out, std::size_t len) {
         return ::pread(fd, out, len, static_cast<off_t>(off)) == static_cast<ssize_t>(len);
       };
-      ElfResult elf = parse_elf(read, static_cast<std::uint64_t>(st.st_size));
+      ElfResult elf = parse_elf(read, static_cast<std::uint64_t>(st.st_size), deadline);
+      if (elf.out_of_time) {
+        ::close(fd);
+        none.why_none = out_of_time;
+        return none;
+      }
       std::optional<std::uint32_t> version;
       if (elf.facts && elf.facts->py_version) {
         auto off = file_offset_of(*elf.facts, *elf.facts->py_version);
@@ -194,9 +213,7 @@ PyStacks read_python_stacks(pid_t pid, std::chrono::milliseconds budget) {
     ProcessMemory mem(pid);
     WalkResult r = walk_python(mem, in);
     if (r.read_errno == EPERM || r.read_errno == EACCES) r.stacks.why_none = refused(pid, r.read_errno);
-    if (r.read_errno == ETIMEDOUT)
-      r.stacks.why_none = "no Python frames: reading took longer than its budget of " + std::to_string(budget.count()) +
-                          " ms (a huge or changing process)";
+    if (r.read_errno == ETIMEDOUT) r.stacks.why_none = out_of_time;
     return r.stacks;
   } catch (const std::exception& e) {
     none.threads.clear();

@@ -1,4 +1,7 @@
 // The diag dir rule (issue 21.2): the step's dir is the user's own or none.
+#include <sys/xattr.h>
+#include <cstring>
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -157,6 +160,48 @@ TEST(DiagDir, AProjectDirOfAGroupTheAdminTrustsIsAccepted) {
   // A group without a name is named by its number.
   std::vector<AncestorFacts> nameless = {{"/proj/x", 0, S_IFDIR | 0770, 777, ""}};
   EXPECT_NE(distrust_ancestors(nameless, 1000)->find("the members of group 777 may write"), std::string::npos);
+}
+
+// The admin trusts the group proj-ml; an ACL on the project dir also lets a user outside
+// it write (setfacl -m u:outsider:rwx): the mode's group bits are the ACL's mask then, so
+// the dir looked like "only the group may write" and was accepted (adversary pass).
+TEST(DiagDir, AnAclsNamedUsersAreNotTheTrustedGroup) {
+  AncestorFacts acl{"/proj/ml", 0, S_IFDIR | 02770, 4242, "proj-ml"};
+  acl.extended_acl = true;
+  EXPECT_EQ(*distrust_ancestors({acl}, 1000, {4242}),
+            "lies in /proj/ml, which the members of group proj-ml and the users and groups its ACL names may write "
+            "and which is not sticky (mode 2770), so another user could replace it");
+  acl.mode = S_IFDIR | 0750;  // the mask grants no write: no entry may write
+  EXPECT_FALSE(distrust_ancestors({acl}, 1000, {4242}));
+  acl.mode = S_IFDIR | 03770;  // sticky: nobody replaces what is not theirs
+  EXPECT_FALSE(distrust_ancestors({acl}, 1000, {4242}));
+}
+
+// The same read from a real directory: an access ACL naming a user (written as the
+// kernel's xattr, so no setfacl is needed) is seen; a plain mode is not an ACL.
+TEST(DiagDir, AnAccessAclOnARealAncestorIsSeen) {
+  char tmpl[] = "/tmp/gpudiag_acl_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, sub = dir + "/gpudiag-1.0";
+  ASSERT_EQ(::chmod(dir.c_str(), 0770), 0);
+  EXPECT_FALSE(read_ancestor_facts(sub).front().extended_acl);
+  // posix_acl_xattr: version 2, then (tag, perm, id): USER_OBJ rwx, USER 65534 rwx,
+  // GROUP_OBJ rwx, MASK rwx, OTHER ---.
+  struct __attribute__((packed)) Entry {
+    std::uint16_t tag, perm;
+    std::uint32_t id;
+  };
+  struct __attribute__((packed)) {
+    std::uint32_t version = 2;
+    Entry e[5] = {{0x01, 7, ~0u}, {0x02, 7, 65534}, {0x04, 7, ~0u}, {0x10, 7, ~0u}, {0x20, 0, ~0u}};
+  } xattr;
+  const bool set = ::setxattr(dir.c_str(), "system.posix_acl_access", &xattr, sizeof xattr, 0) == 0;
+  const int err = errno;
+  if (set) {
+    EXPECT_TRUE(read_ancestor_facts(sub).front().extended_acl);
+  }
+  ::rmdir(dir.c_str());
+  if (!set) GTEST_SKIP() << "no POSIX ACLs on /tmp here: " << std::strerror(err);
 }
 
 TEST(DiagDir, ARefusedSharedDirSaysHowToChooseAnother) {

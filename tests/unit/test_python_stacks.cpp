@@ -2,9 +2,12 @@
 // 3.11 on Debian 12, 3.13 under scripts/test-on trixie; and every other CPython 3.11 or
 // later found in ~/.pyenv/versions or named in GPUDIAG_TEST_PYTHONS, colon-separated),
 // and its pure parts against hand-made input.
+#include <dirent.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -398,6 +401,117 @@ TEST(PythonStacks, AProcessThatExitsMidReadGivesAReason) {
   c.pid = -1;
   EXPECT_GT(reasons, 0);
   // Once reaped, it is gone.
+}
+
+// A hostile rank's owner maps files named like libpython whose section headers point
+// `symtabs` symbol tables of 2^20 entries at one 64 MiB string table (sparse files:
+// nothing on disk). Each table is within the parser's bounds; together they made the
+// reader, root's `gpudiag stacks --local` included, read 88 MiB per table before the
+// budget was ever looked at (4096 tables: 360 GB for one file, for hours).
+constexpr std::uint64_t kHostileStrtabOff = 1u << 20, kHostileStrtabSize = 64u << 20;
+constexpr std::uint64_t kHostileSymtabSize = 24ull << 20;
+
+std::string hostile_libpython(const std::string& path, int symtabs) {
+  const std::uint64_t symtab_off = kHostileStrtabOff + kHostileStrtabSize;
+  std::vector<unsigned char> head(kHostileStrtabOff, 0);
+  auto put = [&](std::size_t at, auto v) { std::memcpy(head.data() + at, &v, sizeof v); };
+  std::memcpy(head.data(), "\x7f" "ELF\x02\x01\x01", 7);
+  put(40, std::uint64_t{64});                          // e_shoff
+  put(54, std::uint16_t{56});                          // e_phentsize (no program headers)
+  put(58, std::uint16_t{64});                          // e_shentsize
+  put(60, static_cast<std::uint16_t>(symtabs + 2));    // e_shnum: null, strtab, symtabs
+  std::size_t sh = 64 + 64;                            // section 1: the string table
+  put(sh + 4, std::uint32_t{3});
+  put(sh + 24, kHostileStrtabOff);
+  put(sh + 32, kHostileStrtabSize);
+  for (int i = 0; i < symtabs; ++i) {
+    sh += 64;
+    put(sh + 4, std::uint32_t{i % 2 ? 2u : 11u});  // SHT_SYMTAB, SHT_DYNSYM
+    put(sh + 24, symtab_off);
+    put(sh + 32, kHostileSymtabSize);
+    put(sh + 40, std::uint32_t{1});  // sh_link: the string table
+    put(sh + 56, std::uint64_t{24});
+  }
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) return "";
+  const bool ok = ::write(fd, head.data(), head.size()) == static_cast<ssize_t>(head.size()) &&
+                  ::ftruncate(fd, static_cast<off_t>(symtab_off + kHostileSymtabSize)) == 0;
+  ::close(fd);
+  return ok ? path : "";
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/gpudiag_hostile_elf_XXXXXX";
+    if (::mkdtemp(tmpl)) path = tmpl;
+  }
+  ~TempDir() {  // holds files only
+    if (DIR* d = path.empty() ? nullptr : ::opendir(path.c_str())) {
+      while (dirent* e = ::readdir(d))
+        if (e->d_name[0] != '.') ::unlink((path + "/" + e->d_name).c_str());
+      ::closedir(d);
+      ::rmdir(path.c_str());
+    }
+  }
+};
+
+TEST(ElfImage, ReadsOneSymbolTableOfEachKindAndStopsAtTheDeadline) {
+  TempDir dir;
+  const std::string lib = hostile_libpython(dir.path + "/libpython3.99-hostile.so", 64);
+  ASSERT_FALSE(lib.empty());
+  int fd = ::open(lib.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::uint64_t bytes = 0;
+  pyframes::FileRead read = [&](std::uint64_t off, void* out, std::size_t len) {
+    bytes += len;
+    return ::pread(fd, out, len, static_cast<off_t>(off)) == static_cast<ssize_t>(len);
+  };
+  const std::uint64_t size = static_cast<std::uint64_t>(::lseek(fd, 0, SEEK_END));
+  auto r = pyframes::parse_elf(read, size);
+  ASSERT_TRUE(r.facts) << r.error;
+  EXPECT_FALSE(r.facts->py_runtime);
+  // One .dynsym and one .symtab with their string table; before: 64 of each, 5.6 GB.
+  EXPECT_LE(bytes, 2 * (kHostileStrtabSize + kHostileSymtabSize) + kHostileStrtabOff);
+  bytes = 0;
+  auto late = pyframes::parse_elf(read, size, std::chrono::steady_clock::now());
+  EXPECT_TRUE(late.out_of_time);
+  EXPECT_FALSE(late.facts);
+  EXPECT_LT(bytes, kHostileStrtabSize);
+  ::close(fd);
+}
+
+TEST(PythonStacks, HostileLibpythonsCannotKeepTheReaderPastItsBudget) {
+  TempDir dir;
+  std::vector<std::string> libs;
+  for (int i = 0; i < 16; ++i) {
+    libs.push_back(hostile_libpython(dir.path + "/libpython3.99-hostile" + std::to_string(i) + ".so", 4));
+    ASSERT_FALSE(libs.back().empty());
+  }
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    bool all = true;
+    for (const auto& lib : libs) {
+      int fd = ::open(lib.c_str(), O_RDONLY);
+      all = all && fd >= 0 && ::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, fd, 0) != MAP_FAILED;
+    }
+    (void)!::write(pipe_fds[1], all ? "y" : "n", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  char mapped = 0;
+  ASSERT_EQ(::read(pipe_fds[0], &mapped, 1), 1);
+  ::close(pipe_fds[0]);
+  EXPECT_EQ(mapped, 'y');
+  // 16 files of 88 MiB to read at least: far more than 50 ms on any machine.
+  PyStacks s = read_python_stacks(pid, 50ms);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(s.threads.empty());
+  EXPECT_EQ(s.why_none, "no Python frames: reading took longer than its budget of 50 ms (a huge or changing process)");
 }
 
 // ---- pure parts ----
