@@ -132,11 +132,19 @@ std::string EscapedStream::feed(std::string_view bytes) {
   std::string data = std::move(held_);
   held_.clear();
   data.append(bytes);
-  // \xc2 starts every C1 control in UTF-8: at the end of a chunk it waits for its second byte.
-  if (!data.empty() && static_cast<unsigned char>(data.back()) == 0xc2) {
-    held_ = "\xc2";
-    data.pop_back();
+  // A UTF-8 character cut at the end of a chunk waits for the rest: \xc2 starts every C1
+  // control, and the bytes that end any other character are lone 8-bit C1 bytes when seen
+  // without their lead.
+  std::size_t cut = data.size();
+  for (std::size_t back = 1; back <= 3 && back <= data.size(); ++back) {
+    const auto b = static_cast<unsigned char>(data[data.size() - back]);
+    if ((b & 0xc0) == 0x80) continue;
+    const std::size_t len = (b >= 0xc2 && b <= 0xdf) ? 2 : (b >= 0xe0 && b <= 0xef) ? 3 : (b >= 0xf0 && b <= 0xf4) ? 4 : 0;
+    if (len > back) cut = data.size() - back;
+    break;
   }
+  held_ = data.substr(cut);
+  data.resize(cut);
   return escape_control(data, true);
 }
 

@@ -4,6 +4,20 @@ namespace gpudiag {
 
 bool is_control_byte(unsigned char c) { return c < 0x20 || c == 0x7f; }
 
+namespace {
+// Whether the byte at i continues a UTF-8 sequence that starts before it: a lead byte at
+// most 3 back whose length reaches i, with only continuation bytes between.
+bool continues_utf8(std::string_view s, std::size_t i) {
+  for (std::size_t back = 1; back <= 3 && back <= i; ++back) {
+    const auto b = static_cast<unsigned char>(s[i - back]);
+    if ((b & 0xc0) == 0x80) continue;
+    const std::size_t len = (b >= 0xc2 && b <= 0xdf) ? 2 : (b >= 0xe0 && b <= 0xef) ? 3 : (b >= 0xf0 && b <= 0xf4) ? 4 : 0;
+    return len > back;
+  }
+  return false;
+}
+}  // namespace
+
 std::size_t control_length(std::string_view s, std::size_t i) {
   if (i >= s.size()) return 0;
   const auto c = static_cast<unsigned char>(s[i]);
@@ -12,6 +26,9 @@ std::size_t control_length(std::string_view s, std::size_t i) {
     const auto n = static_cast<unsigned char>(s[i + 1]);
     if (n >= 0x80 && n <= 0x9f) return 2;
   }
+  // A lone 0x80-0x9f byte is C1 itself on a terminal in 8-bit mode (0x9b CSI, 0x9d OSC:
+  // the Linux console, xterm without UTF-8). Inside a UTF-8 character it is text.
+  if (c >= 0x80 && c <= 0x9f && !continues_utf8(s, i)) return 1;
   return 0;
 }
 
@@ -50,11 +67,12 @@ std::string escape_control_in_json(std::string_view json) {
   for (std::size_t i = 0; i < json.size();) {
     const std::size_t n = control_length(json, i);
     const auto c = static_cast<unsigned char>(json[i]);
-    if (n == 0 || (n == 1 && c != 0x7f)) {  // text, or the serializer's own whitespace
+    if (n == 0 || (n == 1 && c < 0x20)) {  // text, or the serializer's own whitespace
       out += json[i++];
       continue;
     }
-    const auto code = static_cast<unsigned char>(json[i + n - 1]);  // U+00XX: DEL, or C1's second byte
+    // U+00XX: DEL, C1's second byte, or a lone 8-bit C1 byte (read as Latin-1).
+    const auto code = static_cast<unsigned char>(json[i + n - 1]);
     out += "\\u00";
     out += kHex[code >> 4];
     out += kHex[code & 15];

@@ -26,6 +26,22 @@ TEST(ControlBytes, OneRuleForChecksAndEscapes) {
   EXPECT_EQ(replace_control("a\x1b[2J\xc2\x9b" "b\n", ' '), "a [2J b ");
 }
 
+// The adversary of issue 30 (1d): a lone byte 0x9b is CSI, 0x9d OSC, to a terminal in
+// 8-bit mode (the Linux console, xterm without UTF-8). Where such a byte ends a UTF-8
+// character (U+2014 is \xe2\x80\x94) it is text.
+TEST(ControlBytes, ALoneEightBitC1ByteIsAControlButNotInsideACharacter) {
+  EXPECT_EQ(control_length("a\x9b" "31m", 1), 1u);
+  EXPECT_EQ(control_length("\x9d", 0), 1u);
+  EXPECT_EQ(escape_control("a\x9b" "31m\x9d" "0;x\x07"), "a\\x9b31m\\x9d0;x\\x07");
+  EXPECT_FALSE(is_one_printable_line("run\x9b" "31m"));
+  EXPECT_FALSE(safe_env_value("run\x9b" "31m"));
+  const std::string dash = "a\xe2\x80\x94" "b\xf0\x9f\x98\x80";  // an em dash, an emoji
+  EXPECT_TRUE(is_one_printable_line(dash));
+  EXPECT_EQ(escape_control(dash), dash);
+  EXPECT_EQ(escape_control("\xa0\x9b"), "\xa0\\x9b");  // 0xa0 is no lead byte
+  EXPECT_EQ(escape_control_in_json("\"a\x9b\""), "\"a\\u009b\"");
+}
+
 // Issue 30: `gpudiag nccl-log --json` let DEL and C1 controls through (the serializer
 // escapes only C0). They become \u escapes; the JSON's own newlines stay.
 TEST(ControlBytes, JsonGetsDelAndC1AsUnicodeEscapes) {

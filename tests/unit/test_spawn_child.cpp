@@ -149,6 +149,15 @@ TEST(EscapedStream, AC1ControlSplitAcrossReadsIsStillEscaped) {
   EXPECT_EQ(s.finish(), "\xc2");  // a lone lead byte is not a control
 }
 
+// A character cut between reads is text once whole; its last byte (0x94 of an em dash)
+// alone would be an 8-bit C1 control.
+TEST(EscapedStream, ACharacterSplitAcrossReadsStaysText) {
+  EscapedStream s;
+  EXPECT_EQ(s.feed("a\xe2\x80"), "a");
+  EXPECT_EQ(s.feed("\x94" "b\x9b"), "\xe2\x80\x94" "b\\x9b");
+  EXPECT_EQ(s.finish(), "");
+}
+
 namespace {
 
 struct Copied {
