@@ -254,7 +254,17 @@ struct Config {
   FabricSettings fabric;
 };
 
-// Every check gpudiag-health knows, in run order.
+// One key the config file may hold, as config.cpp declares it where it reads it: the
+// unknown-key check, this list and `gpudiag-health --config-keys` come from that one
+// declaration.
+struct ConfigKey {
+  std::string name;  // dotted: "plugin.hang.duration"; "ib.roles[].hca" for a key of each list entry
+  std::string type;  // the values it takes, with their range
+  std::string help;  // what it is for
+  bool mapping = false;  // it holds keys of its own, listed after it
+};
+// Every key, each section followed by its keys, in the order of the unknown-key messages.
+const std::vector<ConfigKey>& config_keys();
 
 // Parses YAML text; `source` names it in error messages.
 Result<Config> parse_config(std::string_view yaml_text, const std::string& source);

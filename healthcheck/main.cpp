@@ -76,6 +76,16 @@ int print_baseline(const gpudiag::CheckContext& ctx) {
   return 1;
 }
 
+// --config-keys: every key the config file may hold, as the loader declares it (one
+// Markdown table, so the docs can take it as it is).
+int print_config_keys() {
+  std::string out = "| key | value | what for |\n| --- | --- | --- |\n";
+  for (const auto& k : gpudiag::config_keys())
+    out += "| `" + k.name + "` | " + k.type + " | " + k.help + " |\n";
+  write_all(out);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"gpudiag-health: check this node's InfiniBand ports, PCIe ACS, IOMMU mode and GPUs.\n"
                "Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN, 4 CRITICAL but --drain held back by the "
@@ -83,6 +93,7 @@ int run(int argc, char** argv) {
   std::string config_path, fs_root = "/", checks_arg, format = "human", node;
   std::string output_path, state_dir;
   bool quick = false, verbose = false, drain = false, resume = false, baseline = false, force = false;
+  bool config_keys = false;
   double timeout = 0, write_timeout = gpudiag::kFileTimeoutS;
   app.add_option("--config", config_path, "config file (default: /etc/gpudiag/gpudiag.yaml if it exists)");
   app.add_option("--fs-root", fs_root, "read /sys and /proc under DIR instead of / (fixtures, containers)");
@@ -113,6 +124,7 @@ int run(int argc, char** argv) {
   app.add_flag("--baseline", baseline,
                "print a config (YAML) of what this node has, to copy to its identical siblings; exit 1 if it "
                "looks sick");
+  app.add_flag("--config-keys", config_keys, "list every key the config file may hold (a Markdown table) and exit");
   app.set_version_flag("--version", std::string("gpudiag-health ") + GPUDIAG_VERSION);
   try {
     app.parse(argc, argv);
@@ -125,6 +137,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return usage_error(fmt::format("gpudiag-health: {} (see --help)", e.what()));
   }
+
+  if (config_keys) return print_config_keys();
 
   gpudiag::Config cfg;
   if (!config_path.empty()) {

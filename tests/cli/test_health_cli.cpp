@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -188,3 +189,24 @@ TEST(HealthCli, BrokenConfigNamesFileAndLine) {
 }
 
 }  // namespace
+
+// --config-keys prints the loader's own declarations: one row per key, each with a value
+// type and help, the newest sections included.
+TEST(HealthCli, ConfigKeysListsEveryKeyAsATableRow) {
+  auto r = run_process({kBin, "--config-keys"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("| key | value | what for |\n| --- | --- | --- |\n", 0), 0u) << r.out;
+  for (const char* key : {"health.timeout", "drain.jitter", "fabric.timeout", "ib.roles[].role", "ib.storage.rate_gbps",
+                          "plugin.diag_dir_trusted_groups", "plugin.hang.duration", "nccl.min_bandwidth[].busbw"})
+    EXPECT_NE(r.out.find(std::string("\n| `") + key + "` | "), std::string::npos) << key;
+  std::size_t rows = 0, from = 0;
+  while ((from = r.out.find('\n', from)) != std::string::npos) {
+    ++from;
+    if (from < r.out.size()) {
+      const std::string row = r.out.substr(from, r.out.find('\n', from) - from);
+      EXPECT_EQ(std::count(row.begin(), row.end(), '|'), 4) << row;  // key, value, help: none holds a '|'
+      ++rows;
+    }
+  }
+  EXPECT_GT(rows, 100u);
+}

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "config/config.h"
@@ -224,4 +225,80 @@ TEST(Config, IbRolesErrorsNameTheKey) {
   bad = parse_config("ib:\n  storage: {speed: 200}\n", "t.yaml");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().find("unknown key 'ib.storage.speed'"), std::string::npos) << bad.error();
+}
+
+namespace {
+
+// {"ib.roles[].hca", "x"} -> "{ib: {roles: [{hca: x}]}}": one key set, everything else absent.
+std::string yaml_setting(const std::string& dotted, const std::string& value) {
+  std::string open, close;
+  std::size_t from = 0;
+  for (;;) {
+    const std::size_t dot = dotted.find('.', from);
+    std::string seg = dotted.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
+    if (dot == std::string::npos) return "{" + open + seg + ": " + value + close + "}";
+    const bool list = seg.size() > 2 && seg.compare(seg.size() - 2, 2, "[]") == 0;
+    if (list) seg.resize(seg.size() - 2);
+    open += seg + (list ? ": [{" : ": {");
+    close = (list ? "}]" : "}") + close;
+    from = dot + 1;
+  }
+}
+
+}  // namespace
+
+TEST(ConfigKeys, EveryKeyHasATypeAndHelpAndOneName) {
+  const auto& keys = config_keys();
+  ASSERT_FALSE(keys.empty());
+  std::vector<std::string> seen;
+  for (const auto& k : keys) {
+    EXPECT_FALSE(k.type.empty()) << k.name;
+    EXPECT_FALSE(k.help.empty()) << k.name << " has no help";
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), k.name), 0) << k.name << " is declared twice";
+    seen.push_back(k.name);
+  }
+  // The sections added since the list was first written are declared like the rest.
+  for (const char* name : {"drain.max_nodes", "drain.max_share", "drain.jitter", "fabric.action", "fabric.seconds",
+                           "fabric.slow_fraction", "fabric.min_gbps", "fabric.timeout", "ib.roles", "ib.roles[].hca",
+                           "ib.roles[].netdev", "ib.roles[].port", "ib.roles[].role", "ib.storage.rate_gbps",
+                           "ib.storage.link_layer", "ib.frontend.rate_gbps", "ib.frontend.link_layer",
+                           "plugin.diag_dir_trusted_groups", "plugin.hang.duration", "nccl.min_bandwidth[].busbw"})
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), name), 1) << name;
+}
+
+// Every declared key gets past the unknown-key check (its value may still be wrong).
+TEST(ConfigKeys, EveryDeclaredKeyIsAllowed) {
+  for (const auto& k : config_keys()) {
+    const std::string text = yaml_setting(k.name, "x");
+    auto cfg = parse_config(text, "k.yaml");
+    if (!cfg) {
+      EXPECT_EQ(cfg.error().find("unknown key"), std::string::npos) << text << ": " << cfg.error();
+    }
+  }
+}
+
+// The unknown-key check of each mapping knows exactly the keys declared under it, in order.
+TEST(ConfigKeys, UnknownKeyCheckListsExactlyTheDeclaredKeys) {
+  const auto& keys = config_keys();
+  auto expect_known = [&](const std::string& prefix) {
+    std::string known;
+    for (const auto& k : keys)
+      if (k.name.rfind(prefix, 0) == 0 && k.name.find('.', prefix.size()) == std::string::npos)
+        known += (known.empty() ? "" : ", ") + k.name.substr(prefix.size());
+    const std::string stray = prefix + "zz_undeclared";
+    auto cfg = parse_config(yaml_setting(stray, "1"), "k.yaml");
+    ASSERT_FALSE(cfg) << stray;
+    EXPECT_EQ(cfg.error(), "gpudiag: k.yaml:1: unknown key '" + stray + "' (known: " + known + ")");
+  };
+  expect_known("");
+  int mappings = 0;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    if (keys[i].mapping) {
+      ++mappings;
+      // Its keys follow it: "ib.storage.rate_gbps", or "ib.roles[].hca" for each entry of a list.
+      ASSERT_LT(i + 1, keys.size());
+      const bool list = keys[i + 1].name.rfind(keys[i].name + "[].", 0) == 0;
+      expect_known(keys[i].name + (list ? "[]." : "."));
+    }
+  EXPECT_GE(mappings, 20);
 }
