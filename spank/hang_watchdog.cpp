@@ -16,6 +16,7 @@
 #include <ctime>
 
 #include "nodeinfo/proc_tree.h"
+#include "spank/hang_diag_dir.h"
 #include "spank/hang_spread.h"
 #include "stacks/stack_report.h"
 
@@ -37,142 +38,6 @@ std::string format_duration(double s) {
   if (v % 3600 == 0 && v >= 3600) return std::to_string(v / 3600) + "h";
   if (v % 60 == 0 && v >= 60) return std::to_string(v / 60) + "m";
   return std::to_string(v) + "s";
-}
-
-void write_all(int fd, const std::string& text, std::size_t& off) {
-  while (off < text.size()) {
-    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    off += static_cast<std::size_t>(n);
-  }
-}
-
-std::string random_suffix() {
-  static const char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  unsigned char raw[6] = {};
-  if (::getentropy(raw, sizeof raw) != 0) {
-    const auto t = static_cast<unsigned long>(wall_now() * 1e6) ^ static_cast<unsigned long>(::getpid());
-    for (std::size_t i = 0; i < sizeof raw; ++i) raw[i] = static_cast<unsigned char>(t >> (8 * i));
-  }
-  std::string s;
-  for (unsigned char c : raw) s += kChars[c % (sizeof kChars - 1)];
-  return s;
-}
-
-// A new regular file, never an existing name: with O_EXCL neither a FIFO (which would
-// block the open) nor a link (which would aim the write elsewhere) is ever opened.
-int create_private(int dir_fd, const std::string& name) {
-  int fd = ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-  if (fd < 0) return -1;
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    errno = EINVAL;
-    return -1;
-  }
-  return fd;
-}
-
-// The diag dir, opened once: what is made or read in it goes through this fd, so a dir
-// renamed or replaced since the task checked it is never used by name (issue 21 A3).
-// -1 with `why` set when it is missing or no longer this user's private directory.
-int open_private_dir(const std::string& dir, std::string& why) {
-  if (dir.empty()) {
-    why = "this step has no diag dir (see the message at its start)";
-    return -1;
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  struct stat dst;
-  if (dfd < 0 || ::fstat(dfd, &dst) != 0 || dst.st_uid != ::getuid() || (dst.st_mode & (S_IWGRP | S_IWOTH))) {
-    why = dfd < 0 ? "cannot open the diag dir " + dir + ": " + std::strerror(errno)
-                  : "the diag dir " + dir + " is no longer this user's private directory";
-    if (dfd >= 0) ::close(dfd);
-    return -1;
-  }
-  return dfd;
-}
-
-// Writes the report to `dir`/hang.<host>.txt, or when that name is taken to
-// hang.<host>.<random>.txt. Returns the path, or "" with `why` set.
-std::string write_report(const std::string& dir, const std::string& host, const std::string& text, std::string& why) {
-  int dfd = open_private_dir(dir, why);
-  if (dfd < 0) return "";
-  std::string name = "hang." + host + ".txt";
-  int fd = create_private(dfd, name);
-  for (int i = 0; fd < 0 && errno == EEXIST && i < 16; ++i) {
-    name = "hang." + host + "." + random_suffix() + ".txt";
-    fd = create_private(dfd, name);
-  }
-  const int open_err = errno;
-  ::close(dfd);
-  std::string path = dir + "/" + name;
-  if (fd < 0) {
-    why = "cannot create " + path + ": " + std::strerror(open_err);
-    return "";
-  }
-  std::size_t off = 0;
-  write_all(fd, text, off);
-  const int err = errno;
-  ::close(fd);
-  if (off != text.size()) {
-    why = "cannot write " + path + ": " + std::strerror(err);
-    return "";
-  }
-  return path;
-}
-
-// The names in the diag dir (for the nodes' reports); empty when it cannot be read.
-std::vector<std::string> diag_dir_names(const std::string& dir) {
-  std::vector<std::string> names;
-  std::string why;
-  int dfd = open_private_dir(dir, why);
-  if (dfd < 0) return names;
-  DIR* d = ::fdopendir(dfd);
-  if (!d) {
-    ::close(dfd);
-    return names;
-  }
-  while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
-  ::closedir(d);
-  return names;
-}
-
-// Whether this node is the one to signal the step: the first to create hang.declared,
-// which names it for the other nodes' reports. Without a diag dir every declaring node
-// signals (a few signals too many, never none).
-bool claim_declared(const std::string& dir, const std::string& host) {
-  std::string why;
-  int dfd = open_private_dir(dir, why);
-  if (dfd < 0) return true;
-  int fd = create_private(dfd, kDeclaredName);
-  const bool mine = fd >= 0 || errno != EEXIST;
-  ::close(dfd);
-  if (fd >= 0) {
-    std::string text = host + "\n";
-    std::size_t off = 0;
-    write_all(fd, text, off);
-    ::close(fd);
-  }
-  return mine;
-}
-
-// The node named in hang.declared, or "" (not there yet, or not readable as a plain file).
-std::string declared_by(const std::string& dir) {
-  std::string why;
-  int dfd = open_private_dir(dir, why);
-  if (dfd < 0) return "";
-  int fd = ::openat(dfd, kDeclaredName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  ::close(dfd);
-  if (fd < 0) return "";
-  char buf[256] = {};
-  struct stat st;
-  ssize_t n = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? ::read(fd, buf, sizeof buf - 1) : -1;
-  ::close(fd);
-  if (n <= 0) return "";
-  std::string host(buf, static_cast<std::size_t>(n));
-  host = host.substr(0, host.find('\n'));
-  return escape_control(host);
 }
 
 void sleep_s(double s) {
@@ -391,20 +256,29 @@ void HangWatchdog::tick() {
   declare_hang(asked);
 }
 
-void HangWatchdog::wait_for_other_nodes(double start, bool torch_asked) const {
+void HangWatchdog::wait_for_other_nodes(double start, bool torch_asked, HangDiagDir& diag) const {
   if (w_.nodes <= 1) return;
   // The last node to start its report starts kSpreadLatency after this one at most,
-  // and its report has the same deadline as ours.
+  // and its report has the same deadline as ours. A diag dir that does not answer shows
+  // no report: the wait then runs to the deadline, as when a node's report never comes.
   const double deadline = start + kSpreadLatency + w_.report_timeout_s + (torch_asked ? kDumpWait : 0);
-  while (!stop_waiting(reported_nodes(diag_dir_names(w_.diag_dir)), w_.nodes, wall_now(), deadline)) sleep_s(0.25);
+  std::vector<std::string> names;
+  for (;;) {
+    if (diag.answering()) diag.names(names);
+    if (stop_waiting(reported_nodes(names), w_.nodes, wall_now(), deadline)) return;
+    sleep_s(0.25);
+  }
 }
 
 void HangWatchdog::declare_hang(bool asked) {
   const double start = wall_now();
+  // Every step in the diag dir has a deadline, and all of them together wait one
+  // deadline at most: a diag dir on a hung mount never holds back the kill for long.
+  HangDiagDir diag(w_.diag_dir, w_.diag_dir_timeout_s);
   // The step's other nodes dump too, before anything is killed (hang_spread.h).
   bool spread = asked;
   std::string spread_failed;
-  if (!asked && w_.nodes > 1 && claim_declared(w_.diag_dir, w_.host)) {
+  if (!asked && w_.nodes > 1 && diag.claim_declared(w_.host)) {
     spread_failed = spread_hang(w_.step);
     spread = spread_failed.empty();
   } else if (!asked && w_.nodes > 1) {
@@ -412,18 +286,9 @@ void HangWatchdog::declare_hang(bool asked) {
   }
   auto tasks = node_tasks();
   // torch's flight recorder first: a write to its pipe makes it dump to the diag dir.
-  bool asked_torch = false;
-  for (auto& [rank, pid] : tasks) {
-    if (w_.diag_dir.empty()) break;  // no diag dir: torch has no pipe to ask
-    // torch made it as this user; anything else at that name is not asked.
-    std::string pipe = w_.diag_dir + "/fr_pipe.rank" + std::to_string(rank) + ".pipe";
-    int fd = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) continue;
-    struct stat st;
-    if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_uid == ::getuid())
-      asked_torch |= ::write(fd, "1\n", 2) == 2;
-    ::close(fd);
-  }
+  std::vector<int> ranks;
+  for (auto& [rank, pid] : tasks) ranks.push_back(rank);
+  const bool asked_torch = diag.ask_torch(ranks);
   if (asked_torch) sleep_s(kDumpWait);
 
   std::vector<TaskRoot> roots;
@@ -431,7 +296,7 @@ void HangWatchdog::declare_hang(bool asked) {
   char when[64] = {};
   std::time_t t = std::time(nullptr);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S%z", std::localtime(&t));
-  std::string by = asked ? declared_by(w_.diag_dir) : "";
+  std::string by = asked ? diag.declared_by() : "";
   std::string why_now = asked ? "asked by " + (by.empty() ? std::string("SIGURG (another node's hang watchdog, or scancel --signal=URG)")
                                                           : "the hang watchdog on " + by + " (another node of the step)")
                               : "no output from any task for " + format_duration(w_.duration_s) +
@@ -442,7 +307,7 @@ void HangWatchdog::declare_hang(bool asked) {
                        (asked_torch ? "\ntorch flight-recorder dump requested: " + w_.diag_dir + "/fr_trace.rank*" : "");
   std::string report = stack_report(header, roots, find_stack_tools(), w_.report_timeout_s, w_.report_timeout_s);
   std::string why;
-  std::string where = write_report(w_.diag_dir, w_.host, report, why);
+  std::string where = diag.write_report(w_.host, report, why);
   if (where.empty()) {
     // Nothing is lost: the report goes where the task's errors go.
     say("gpudiag: " + why + "; the hang report follows on stderr");
@@ -461,7 +326,7 @@ void HangWatchdog::declare_hang(bool asked) {
     say("gpudiag: cannot ask the step's other nodes for their stacks: " + spread_failed + "; only " + w_.host +
         " wrote a hang report (with hang-action=report, gpudiag stacks " + w_.step + " collects every node's)");
   if (w_.kill) {
-    if (spread) wait_for_other_nodes(start, asked_torch);
+    if (spread) wait_for_other_nodes(start, asked_torch, diag);
     // Now the node's other relays count down to their SIGKILL.
     int m = ::open((w_.state_dir + "/" + kMarker).c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
     if (m >= 0) {

@@ -41,13 +41,18 @@
 //   without a diag dir (a neighbour took its name) still has the watchdog: the report
 //   goes to stderr.
 // - Nothing delays the kill for long: the report has one overall deadline
-//   (report_timeout_s), and the relay keeps ticking after the program closed its pipes.
+//   (report_timeout_s), every step in the diag dir runs in a child with a deadline
+//   (diag_dir_timeout_s, hang_diag_dir.h: a diag dir on a hung NFS mount costs that one
+//   deadline, and the report then goes to stderr), and the relay keeps ticking after
+//   the program closed its pipes.
 #include <sys/types.h>
 
 #include <string>
 #include <vector>
 
 namespace gpudiag {
+
+class HangDiagDir;
 
 constexpr int kHangExitCode = 200;   // documented in README and gpudiag(8)
 constexpr double kBusyCpuShare = 0.10;
@@ -58,6 +63,9 @@ struct HangWatch {
   bool cpu = false;          // the CPU rule
   double kill_grace_s = 10;
   double report_timeout_s = 10;  // the whole stack report, all tools and processes together
+  // Each step in the diag dir, and all of them together once one got no answer (a hung
+  // NFS mount): hang_diag_dir.h.
+  double diag_dir_timeout_s = 5;
   std::string state_dir;     // node-local, private to the user: one per step and node
   std::string diag_dir;      // hang report and torch dumps go here
   std::string host;          // short node name, for the file name and the message
@@ -90,7 +98,7 @@ class HangWatchdog {
  private:
   // `asked`: another node declared the hang (SIGURG), this one dumps for the step.
   void declare_hang(bool asked);
-  void wait_for_other_nodes(double start, bool torch_asked) const;
+  void wait_for_other_nodes(double start, bool torch_asked, HangDiagDir& diag) const;
   std::vector<std::pair<int, pid_t>> node_tasks() const;  // rank, program pid
   void signal_trees(int sig);
 

@@ -10,6 +10,8 @@ who shares the node and a world-writable (sticky) directory with it.
 - a task that closed its stdout and stderr is still watched, and SIGKILLed when it
   ignores SIGTERM;
 - processes that stack tools cannot trace (stuck in vfork) do not delay the kill;
+- a diag dir that stops answering (frozen, as a hung NFS mount) delays the kill by one
+  deadline at most, and the report comes on stderr;
 - control bytes in a command line reach the report escaped."""
 import glob
 import os
@@ -224,6 +226,56 @@ class HostileNeighbour(PluginClusterTest):
         prog = 'if [ "$SLURM_PROCID" = 1 ]; then trap "" TERM; exec sleep 600 >/dev/null 2>&1; fi; exec sleep 600'
         r, took = self.victim_srun("-n2", "--diag=hang=3s", "sh", "-c", prog, cwd=self.victim.home)
         self.assert_hang_ended(r, took, 3 + REPORT_DEADLINE + KILL_GRACE + SLACK)
+
+    def test_a_diag_dir_that_does_not_answer_does_not_delay_the_kill(self):
+        # Issue 30 leftover: the diag dir stops answering while the step runs (an ext4
+        # image frozen with fsfreeze: a write there waits in the kernel, as on a hung NFS
+        # mount). The kill waits one diag-dir deadline (5 s) at most, the report comes on
+        # stderr. Frozen only once the step has started: the task's start makes the dir.
+        missing = [t for t in ("mkfs.ext4", "fsfreeze", "mount", "umount") if not shutil.which(t)]
+        if missing:
+            self.skipTest(f"missing: {missing}")
+        img, mnt = os.path.join(self.tmp, "frozen.img"), os.path.join(self.tmp, "frozen")
+        os.makedirs(mnt, exist_ok=True)
+        with open(img, "wb") as f:
+            f.truncate(16 << 20)
+        subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True, capture_output=True)
+        subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", mnt], check=False)
+        # Should this test die while the image is frozen, nothing stays stuck for long.
+        thawer = subprocess.Popen(["sh", "-c", f"sleep {STEP_LIMIT + 60}; fsfreeze -u {mnt}"], start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            os.chmod(mnt, 0o755)
+            d = os.path.join(mnt, "diag")
+            os.mkdir(d, 0o700)
+            os.chown(d, self.victim.uid, -1)
+            start = time.monotonic()
+            p = self.victim.popen(["srun", "-n1", f"--diag=hang=2s,dir={d}", "sh", "-c", "echo started; exec sleep 600"],
+                                  env=self.cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.assertIn("started", p.stdout.readline())
+            subprocess.run(["fsfreeze", "-f", mnt], check=True)
+            try:
+                out, err = p.communicate(timeout=STEP_LIMIT)
+                r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                subprocess.run(["fsfreeze", "-u", mnt], check=False)
+                self.cluster.run(["scancel", "-u", self.victim.name], check=False)
+                p.kill()
+                p.communicate()
+                r = None
+            took = time.monotonic() - start
+        finally:
+            subprocess.run(["fsfreeze", "-u", mnt], check=False, capture_output=True)
+            os.killpg(thawer.pid, 9)
+            thawer.wait()
+        self.cluster.wait_for(lambda: subprocess.run(["pgrep", "-u", self.victim.name], capture_output=True).returncode != 0,
+                              "the victim's processes to end", timeout=60)
+        self.assert_hang_ended(r, took, 2 + 5 + REPORT_DEADLINE + SLACK)
+        self.assertIn(f"gpudiag: the diag dir {d} gave no answer within 5 s (a hung NFS mount or a frozen filesystem?); "
+                      "the hang report follows on stderr", r.stderr)
+        self.assertIn("gpudiag hang report: step", r.stderr)
+        self.assertIn("stacks in stderr; ending step (exit code 200)", r.stderr)
 
     def test_processes_stack_tools_cannot_trace_do_not_delay_the_kill(self):
         # Six processes in vfork: one after the other, at 15 s per tool, 90 s and more.

@@ -1,6 +1,7 @@
 // The output relay, for real: a forked process runs start_relay and execs a shell
 // command in the child, as slurmstepd would exec the user program.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "spank/output_relay.h"
 
@@ -37,8 +39,9 @@ std::string slurp(const std::string& path) {
 
 // Runs `script` under a relay whose own stdout/stderr are files; `before_exec` runs in
 // the program's process, `with_relay` in the test's once the relay is up.
+// `mount_ns`: an fd of a mount namespace the task (relay and program) runs in.
 Relayed run_relayed(const std::string& script, RelayPlan plan, void (*with_relay)(pid_t) = nullptr,
-                    double max_s = 120) {
+                    double max_s = 120, int mount_ns = -1) {
   const auto start = std::chrono::steady_clock::now();
   char out_path[] = "/tmp/gpudiag-relay-out-XXXXXX";
   char err_path[] = "/tmp/gpudiag-relay-err-XXXXXX";
@@ -48,6 +51,7 @@ Relayed run_relayed(const std::string& script, RelayPlan plan, void (*with_relay
   EXPECT_EQ(::pipe(ready), 0);
   pid_t task = ::fork();
   if (task == 0) {
+    if (mount_ns >= 0 && ::setns(mount_ns, CLONE_NEWNS) != 0) ::_exit(98);
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
     ::close(ready[0]);
@@ -114,6 +118,97 @@ struct Watched {
   }
   ~Watched() { std::system(("rm -rf '" + root + "'").c_str()); }
 };
+
+// A small ext4 image, loop-mounted in a private mount namespace (held by a `sleep`
+// started with unshare), that the test can freeze: a write there then waits in the
+// kernel, uninterruptibly, as on a hung NFS mount. Thawed in every case: by the test,
+// and by a detached `sleep; fsfreeze -u` should the test die while it is frozen.
+struct FrozenFs {
+  std::string root, img, mnt, problem;
+  pid_t holder = -1, thawer = -1;
+  int ns_fd = -1;
+  bool frozen = false;
+
+  static pid_t spawn(const std::vector<std::string>& argv, bool own_session = false) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      if (own_session) ::setsid();
+      int null = ::open("/dev/null", O_RDWR);
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      ::_exit(127);
+    }
+    return pid;
+  }
+  static int run(const std::vector<std::string>& argv) {
+    int status = 0;
+    const pid_t pid = spawn(argv);
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  }
+  std::vector<std::string> in_ns(std::vector<std::string> argv) const {
+    argv.insert(argv.begin(), {"nsenter", "-t", std::to_string(holder), "-m"});
+    return argv;
+  }
+  static std::string ns_of(const std::string& pid) {
+    char buf[64] = {};
+    ::readlink(("/proc/" + pid + "/ns/mnt").c_str(), buf, sizeof buf - 1);
+    return buf;
+  }
+
+  FrozenFs() {
+    char tmpl[] = "/tmp/gpudiag-frozen-XXXXXX";
+    root = ::mkdtemp(tmpl);
+    img = root + "/fs.img";
+    mnt = root + "/mnt";
+    ::mkdir(mnt.c_str(), 0700);
+    std::ofstream(img).close();
+    if (::truncate(img.c_str(), 16 << 20) != 0 || run({"mkfs.ext4", "-q", "-F", img}) != 0) {
+      problem = "cannot make an ext4 image";
+      return;
+    }
+    holder = spawn({"unshare", "--mount", "--propagation", "private", "sleep", "infinity"});
+    for (int i = 0; i < 500 && ns_of(std::to_string(holder)) == ns_of("self"); ++i) ::usleep(10000);
+    ns_fd = ::open(("/proc/" + std::to_string(holder) + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC);
+    if (ns_fd < 0 || ns_of(std::to_string(holder)) == ns_of("self") ||
+        run(in_ns({"mount", "-o", "loop", img, mnt})) != 0 || run(in_ns({"mkdir", "-m", "0700", mnt + "/diag"})) != 0)
+      problem = "cannot loop-mount an ext4 image in a private mount namespace";
+  }
+  bool freeze() {
+    thawer = spawn(in_ns({"sh", "-c", "sleep 90; fsfreeze -u " + mnt}), true);
+    frozen = run(in_ns({"fsfreeze", "-f", mnt})) == 0;
+    return frozen;
+  }
+  void thaw() {
+    if (frozen) run(in_ns({"fsfreeze", "-u", mnt}));
+    frozen = false;
+  }
+  ~FrozenFs() {
+    thaw();
+    if (thawer > 0) {
+      ::kill(-thawer, SIGKILL);
+      ::waitpid(thawer, nullptr, 0);
+    }
+    if (holder > 0) {
+      run(in_ns({"umount", "-l", mnt}));
+      ::kill(holder, SIGKILL);
+      ::waitpid(holder, nullptr, 0);
+    }
+    if (ns_fd >= 0) ::close(ns_fd);
+    std::system(("rm -rf '" + root + "'").c_str());
+  }
+};
+
+bool have_tool(const std::string& name) {
+  for (const char* dir : {"/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/"})
+    if (::access((dir + name).c_str(), X_OK) == 0) return true;
+  return false;
+}
 
 std::string report_named_in(const std::string& err) {
   auto at = err.find("stacks in ");
@@ -285,6 +380,35 @@ TEST(HangWatchdog, ALinkAtTheReportPathIsNotFollowed) {
   const std::string report = report_named_in(r.err);
   EXPECT_NE(report, w.diag + "/hang.h.txt") << r.err;
   EXPECT_NE(slurp(report).find("gpudiag hang report"), std::string::npos) << r.err;
+}
+
+TEST(HangWatchdog, ADiagDirThatDoesNotAnswerDoesNotHoldBackTheKill) {
+  // Issue 30 leftover: the diag dir on a filesystem that does not answer (frozen here,
+  // as a hung NFS mount). Before, the relay waited in the report's create until the
+  // thaw, and the SIGTERM with it.
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a mount namespace, a loop mount, fsfreeze";
+  for (const char* t : {"unshare", "nsenter", "mkfs.ext4", "fsfreeze", "mount"})
+    if (!have_tool(t)) GTEST_SKIP() << "no " << t;
+  FrozenFs fs;
+  ASSERT_EQ(fs.problem, "");
+  Watched w(1);
+  const std::string diag = fs.mnt + "/diag";
+  w.plan.hang.diag_dir = diag;
+  w.plan.hang.diag_dir_timeout_s = 1;
+  ASSERT_TRUE(fs.freeze());
+  auto r = run_relayed("sleep 30", w.plan, nullptr, 25, fs.ns_fd);
+  fs.thaw();
+  EXPECT_FALSE(r.stuck) << "the relay waited for the frozen diag dir: " << r.err;
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), kHangExitCode) << r.err;
+  EXPECT_NE(r.err.find("gpudiag: the diag dir " + diag +
+                       " gave no answer within 1 s (a hung NFS mount or a frozen filesystem?); the hang report follows "
+                       "on stderr\ngpudiag hang report: step 1.0 on h, no output from any task for 1s"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("gpudiag: no output for 1s on h; stacks in stderr; ending step (exit code 200)"),
+            std::string::npos)
+      << r.err;
 }
 
 // The relay's parent stands for slurmstepd. Under proctrack/cgroup its signals reach
