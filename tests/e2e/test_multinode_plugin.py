@@ -280,6 +280,47 @@ class MultiNodePlugin(unittest.TestCase):
         self.assertIn(verdict[0], out.stdout)
         self.assertIn("6 rank(s) in 2 class(es)", out.stdout)
 
+    def test_6d_report_only_names_a_rank_blocked_in_c_and_the_program_runs_on(self):
+        # Issue 31 "done means": a rank stuck in a C call (read(2) on a FIFO) under
+        # hang-action=report is named with its node and Python function, and the program is
+        # still running afterwards: once the rank is let go, the step finishes with 0.
+        work = tempfile.mkdtemp(prefix="hang-report-", dir=self.tmp)
+        os.chmod(work, 0o755)
+        fifo = os.path.join(work, "go")
+        os.mkfifo(fifo, 0o666)
+        argv = ["srun", "-N3", "--ntasks-per-node=2", "--diag=hang=10s,hang-action=report", PYTHON, STUCK]
+        env = dict(self.cluster.env, HEARTBEAT="0,1,4,5", GO_FIFO=fifo)
+        for name in CLEAN:
+            env.pop(name, None)
+        proc = subprocess.Popen(self.cluster.enter(self.cluster.login, argv, cwd=work), env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            reports = []
+            while time.monotonic() < deadline and len(reports) < 3 and proc.poll() is None:
+                time.sleep(0.5)
+                reports = glob.glob(os.path.join(work, "gpudiag-*", "hang.*.txt"))
+            time.sleep(1)  # the last report is whole once its rank lines are in
+            self.assertIsNone(proc.poll(), "the step ended: hang-action=report must leave it running")
+            self.assertEqual(len(reports), 3, reports)
+            with open(fifo, "wb") as f:  # let rank 3 go: it joins the all_reduce
+                f.write(b"go\n")
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(len(re.findall(r"rank \d done 6\.0", out)), 6, out)
+        n2 = next(p for p in reports if os.path.basename(p).startswith("hang.n2."))
+        with open(n2) as f:
+            text = f.read()
+        self.assertIn("read_the_go (torch_stuck_rank.py:", text)
+        verdict = [line for line in err.splitlines() if line.startswith("gpudiag: hang: ")]
+        print(f"\n  verdict (report only): {verdict}", file=sys.stderr)
+        self.assertEqual(len(verdict), 1, err)
+        self.assertRegex(verdict[0], r"^gpudiag: hang: \[n2:3\] in read_the_go \(torch_stuck_rank\.py:\d+\)", err)
+
     # 9 ---------------------------------------------------------------------------------
     def test_9_summary_on_the_login_node_names_the_node_on_sockets(self):
         # Ranks 2 and 3 run on n2; their NCCL found no IB and fell back to TCP.
