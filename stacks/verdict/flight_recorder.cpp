@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 
+#include "stacks/verdict/owned_file.h"
 #include "stacks/verdict/pickle_reader.h"
 #include "util/control_bytes.h"
 
@@ -119,7 +120,6 @@ std::vector<FlightRank> read_flight_dumps(const std::string& dir, uid_t owner) {
     ::close(dfd);
     return out;
   }
-  std::string buf;
   while (dirent* e = ::readdir(d)) {
     std::string_view name = e->d_name;
     if (name.substr(0, kDumpStem.size()) != kDumpStem || out.size() >= kMaxDumps) continue;
@@ -129,25 +129,13 @@ std::vector<FlightRank> read_flight_dumps(const std::string& dir, uid_t owner) {
     if (ec != std::errc() || p != digits.data() + digits.size() || rank < 0) continue;
     FlightRank r;
     r.rank = rank;
-    int fd = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != owner) {
-      r.why = fd < 0 ? std::string(std::strerror(errno)) : "not a file of the job's owner";
-      if (fd >= 0) ::close(fd);
+    OwnedFile file = read_owned_file(::dirfd(d), e->d_name, owner, kMaxDumpBytes);
+    if (!file.read) {
+      r.why = file.why;
       out.push_back(r);
       continue;
     }
-    buf.assign(std::min<std::size_t>(static_cast<std::size_t>(st.st_size), kMaxDumpBytes), '\0');
-    std::size_t got = 0;
-    while (got < buf.size()) {
-      ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
-    buf.resize(got);
-    out.push_back(flight_rank_from_dump(buf, rank));
+    out.push_back(flight_rank_from_dump(file.bytes, rank));
   }
   ::closedir(d);
   std::sort(out.begin(), out.end(), [](const FlightRank& a, const FlightRank& b) { return a.rank < b.rank; });

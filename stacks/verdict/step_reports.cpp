@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "stacks/verdict/owned_file.h"
 #include "util/control_bytes.h"
 
 namespace gpudiag {
@@ -34,7 +35,6 @@ StepReports read_step_reports(const std::string& dir, uid_t uid) {
   while (dirent* e = ::readdir(d))
     if (!hang_report_node(e->d_name).empty() && names.size() < kMaxReports) names.emplace_back(e->d_name);
   std::sort(names.begin(), names.end());
-  std::string buf;
   std::size_t total = 0;
   for (const auto& name : names) {
     if (total >= kMaxStepBytes || out.ranks.size() >= kMaxStepRanks) {
@@ -43,28 +43,15 @@ StepReports read_step_reports(const std::string& dir, uid_t uid) {
                              " ranks) was reached");
       break;
     }
-    int fd = ::openat(::dirfd(d), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != uid) {
-      out.problems.push_back(escape_control(name) + ": " +
-                             (fd < 0 ? std::string(std::strerror(errno)) : std::string("not a file of the job's owner")));
-      if (fd >= 0) ::close(fd);
+    OwnedFile file = read_owned_file(::dirfd(d), name.c_str(), uid,
+                                     std::min(kMaxReportBytes, kMaxStepBytes - total));
+    if (!file.read) {
+      out.problems.push_back(escape_control(name) + ": " + file.why);
       continue;
     }
-    buf.assign(std::min<std::size_t>({static_cast<std::size_t>(st.st_size), kMaxReportBytes, kMaxStepBytes - total}),
-               '\0');
-    std::size_t got = 0;
-    while (got < buf.size()) {
-      ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
-    buf.resize(got);
-    total += got;
+    total += file.bytes.size();
     ++out.nodes;
-    auto ranks = rank_stacks_in_report(buf, kMaxStepRanks - out.ranks.size());
+    auto ranks = rank_stacks_in_report(file.bytes, kMaxStepRanks - out.ranks.size());
     for (auto& r : ranks) out.ranks.push_back(std::move(r));
   }
   ::closedir(d);
