@@ -177,7 +177,7 @@ struct PluginSettings {
   std::string prefix_format = "[{host}:{rank}]";
   // Groups whose members the site trusts with each other's diag dirs: an ancestor of a
   // diag dir that such a group may write need not be sticky (a project dir, 2770).
-  // Names; empty: StrictModes' rule alone (spank/diag_dir.h, docs/SECURITY.md).
+  // Names; empty: StrictModes' rule alone (spank/plan/diag_dir.h, docs/SECURITY.md).
   std::vector<std::string> diag_dir_trusted_groups;
   FailFastSettings failfast;
   HangSettings hang;

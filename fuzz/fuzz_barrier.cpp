@@ -1,4 +1,4 @@
-// The preflight barrier's lines (spank/preflight_barrier.*): srun parses a report from
+// The preflight barrier's lines (spank/preflight/preflight_barrier.*): srun parses a report from
 // any connection to its port, a task parses srun's verdict and GPUDIAG_PREFLIGHT_BARRIER.
 // Whatever parses formats back to the same bytes, and a node name that reaches the
 // user's terminal is one printable word.
@@ -6,7 +6,7 @@
 
 #include "fuzz/fuzz_input.h"
 #include "util/control_bytes.h"
-#include "spank/preflight_barrier.h"
+#include "spank/preflight/preflight_barrier.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(gpudiag::fuzz::as_text(data, size));

@@ -2,8 +2,8 @@
 // the first line is parsed alone, then the rest on top of it, as the environment
 // value and the option combine in the plugin.
 #include "fuzz/fuzz_input.h"
-#include "spank/diag_options.h"
-#include "spank/env_writer.h"
+#include "spank/plan/diag_options.h"
+#include "spank/plan/env_writer.h"
 
 namespace {
 // What a parsed list feeds into the task's environment must be one printable line.

@@ -1,10 +1,10 @@
-// The node relay's handoff message (spank/node_relay_wire.h), which the relay thread in
+// The node relay's handoff message (spank/relay/node_relay_wire.h), which the relay thread in
 // root's slurmstepd decodes from whatever a task sends. Whatever the bytes: no crash, and
 // what decodes is in bounds and encodes back to the same bytes (one form per message).
 #include <string>
 
 #include "fuzz/fuzz_input.h"
-#include "spank/node_relay_wire.h"
+#include "spank/relay/node_relay_wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto bytes = gpudiag::fuzz::as_text(data, size);

@@ -2,7 +2,7 @@
 #include <string>
 
 #include "fuzz/fuzz_input.h"
-#include "spank/plugin_args.h"
+#include "spank/slurm/plugin_args.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::vector<std::string> args;

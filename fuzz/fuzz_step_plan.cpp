@@ -11,9 +11,9 @@
 
 #include "fuzz/fuzz_input.h"
 #include "config/config.h"
-#include "spank/env_writer.h"
-#include "spank/step_plan.h"
-#include "spank/visible_gpus.h"
+#include "spank/plan/env_writer.h"
+#include "spank/plan/step_plan.h"
+#include "spank/plan/visible_gpus.h"
 
 namespace {
 

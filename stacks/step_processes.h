@@ -14,7 +14,7 @@
 
 namespace gpudiag {
 
-// The relay's SIGURG listener (spank/hang_spread.h), a child of the relay that is not part
+// The relay's SIGURG listener (spank/watchdog/hang_spread.h), a child of the relay that is not part
 // of the program: the task's stacks leave it out.
 constexpr const char* kSpreadListenerName = "gpudiag-hangsig";  // its comm: 15 bytes at most
 

@@ -1,6 +1,6 @@
 #pragma once
 // torch's flight recorder, read (issue 31.4). On a hang the watchdog asks each rank for a
-// dump through torch's pipe (TORCH_NCCL_DEBUG_INFO_PIPE_FILE, spank/failfast_env.cpp) and
+// dump through torch's pipe (TORCH_NCCL_DEBUG_INFO_PIPE_FILE, spank/plan/failfast_env.cpp) and
 // torch writes <diag dir>/fr_trace.rank<N> (TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank), a
 // pickled dict: {"version", "pg_config", "pg_status", "entries": [{"pg_id",
 // "collective_seq_id", "profiling_name" ("nccl:all_reduce"), "state" ("scheduled",

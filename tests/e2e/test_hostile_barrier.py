@@ -111,7 +111,7 @@ class HostileBarrier(TwoUsersClusterTest):
 
     def next_jobs_unsalted_ports(self, count):
         """Step 0's MASTER_PORT of each of the next `count` jobs as the job id alone gives it
-        (spank/dist_env.cpp without the salt): what any user can compute."""
+        (spank/plan/dist_env.cpp without the salt): what any user can compute."""
         r = self.cluster.run(["srun", "-n1", "printenv", "SLURM_JOB_ID"], cwd=self.tmp)
         nxt = int(r.stdout.strip()) + 1
         return [61000 + (job * 7919) % (65535 - 61000 + 1) for job in range(nxt, nxt + count)]
@@ -141,7 +141,7 @@ class HostileBarrier(TwoUsersClusterTest):
         self.assertIn("started True", r.stdout)  # the token was there, for the victim's eyes only
 
     def test_the_next_jobs_master_port_cannot_be_squatted(self):
-        # Without the job's secret salt (spank/port_salt.h) the plugin's port would be a
+        # Without the job's secret salt (spank/plan/port_salt.h) the plugin's port would be a
         # function of the job id: the attacker listens on the next jobs' unsalted ports on
         # the first node before they run. The victim's steps must not land there.
         ports = self.next_jobs_unsalted_ports(3)

@@ -61,7 +61,7 @@ class PluginEnv(PluginClusterTest):
         self.assertNotEqual(a, b)
 
     def test_a_batch_jobs_salt_comes_from_sbatch_and_keeps_its_steps_apart(self):
-        # sbatch gives the job its MASTER_PORT salt (spank/port_salt.h); both steps use it,
+        # sbatch gives the job its MASTER_PORT salt (spank/plan/port_salt.h); both steps use it,
         # and their ports still differ.
         script = os.path.join(self.tmp, "salted.sh")
         with open(script, "w") as f:
@@ -193,7 +193,7 @@ class PluginEnv(PluginClusterTest):
 
     def test_init_failure_mode_is_the_jobs_where_slurm_asks(self):
         # Slurm 25.05+ reads slurm_spank_init_failure_mode from each plugin; gpudiag's is
-        # ESPANK_JOB_FAILURE (spank/slurm_compat.h). Older releases do not declare it.
+        # ESPANK_JOB_FAILURE (spank/slurm/slurm_compat.h). Older releases do not declare it.
         major, minor = slurm_version()
         nm = subprocess.run(["nm", "-D", "--defined-only", PLUGIN], capture_output=True, text=True, check=True).stdout
         exported = re.search(r"(?m) [DdBb] slurm_spank_init_failure_mode$", nm) is not None

@@ -60,7 +60,7 @@ class NoShell(unittest.TestCase):
         # in a session of its own with nothing of ours; the relay and its SIGURG listener
         # fork without exec, and so does a file write bounded by a deadline (deadline_child).
         # Subfolders (rooms) are scanned too.
-        self.assertEqual(sorted(set(sites)), ["spank/hang_spread.cpp:fork", "spank/output_relay.cpp:fork",
+        self.assertEqual(sorted(set(sites)), ["spank/relay/output_relay.cpp:fork", "spank/watchdog/hang_spread.cpp:fork",
                                               "util/deadline_child.cpp:fork", "util/spawn_child.cpp:execve", "util/spawn_child.cpp:fork",
                                               "util/spawn_child.cpp:posix_spawn"])
 

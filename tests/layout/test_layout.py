@@ -21,6 +21,9 @@ MAY_USE = {
     "spank": {"config", "fabric", "nodeinfo", "nccllog", "stacks", "util"},
     "cli": {"stacks", "nccllog", "nodeinfo", "util"},
 }
+# spank/'s rooms by job (issue 36, ARCHITECTURE §2): spank/ holds only these folders and
+# its CMakeLists.txt, and an include names the room it comes from.
+SPANK_ROOMS = {"slurm", "plan", "relay", "watchdog", "preflight"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
 
@@ -74,6 +77,25 @@ class Dependencies(unittest.TestCase):
         self.assertEqual(wrong, [], "a folder uses one that ARCHITECTURE §2 does not let it use")
 
 
+    def test_spank_is_in_rooms(self):
+        base = os.path.join(SOURCE, "spank")
+        rooms = {d for d in os.listdir(base) if os.path.isdir(os.path.join(base, d))}
+        loose = sorted(n for n in os.listdir(base) if n not in rooms and n != "CMakeLists.txt")
+        self.assertEqual(rooms, SPANK_ROOMS, "spank/'s folders are not the rooms ARCHITECTURE §2 names")
+        self.assertEqual(loose, [], "files in spank/ outside its rooms")
+        wrong = []
+        for d, subdirs, names in os.walk(SOURCE):
+            # Not build trees, not hidden folders (.git).
+            subdirs[:] = [s for s in subdirs if not s.startswith(".")
+                          and not os.path.exists(os.path.join(d, s, "CMakeCache.txt"))]
+            for n in names:
+                if n.endswith((".cpp", ".h")):
+                    with open(os.path.join(d, n), encoding="utf-8", errors="replace") as f:
+                        for other, header in INCLUDE.findall(f.read()):
+                            if other == "spank" and header.split("/", 1)[0] not in SPANK_ROOMS:
+                                wrong.append(f"{os.path.relpath(os.path.join(d, n), SOURCE)} includes spank/{header}")
+        self.assertEqual(wrong, [], "an include of spank/ that names no room")
+
     def test_the_python_reader_stands_alone(self):
         """stacks/pyframes/ (ARCHITECTURE §2, §5a) uses only itself: the fuzzers and the
         reader's tests link it without the rest of gpudiag."""
@@ -100,6 +122,10 @@ class ReadmeLayout(unittest.TestCase):
             if not files or not all(f in named for f in files):
                 missing.append(d)
         self.assertEqual(missing, [], "README's layout table lacks these folders")
+
+    def test_names_spank_rooms(self):
+        named = set(layout_paths())
+        self.assertEqual(sorted(f"spank/{r}" for r in SPANK_ROOMS if f"spank/{r}" not in named), [])
 
     def test_names_nothing_that_is_not_there(self):
         gone = [p for p in layout_paths() if not os.path.exists(os.path.join(SOURCE, p))]

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "util/control_bytes.h"
-#include "spank/env_writer.h"
+#include "spank/plan/env_writer.h"
 
 using namespace gpudiag;
 

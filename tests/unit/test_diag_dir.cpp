@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "spank/diag_dir.h"
+#include "spank/plan/diag_dir.h"
 
 using namespace gpudiag;
 namespace fs = std::filesystem;

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "spank/guarded.h"
-#include "spank/relay_notices.h"
+#include "spank/slurm/guarded.h"
+#include "spank/relay/relay_notices.h"
 #include "util/control_bytes.h"
 
 using namespace gpudiag;

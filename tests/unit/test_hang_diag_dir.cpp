@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "spank/hang_diag_dir.h"
+#include "spank/watchdog/hang_diag_dir.h"
 
 using namespace gpudiag;
 

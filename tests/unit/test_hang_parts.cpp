@@ -14,7 +14,7 @@
 
 #include "util/duration.h"
 #include "nodeinfo/proc_tree.h"
-#include "spank/hang_watchdog.h"
+#include "spank/watchdog/hang_watchdog.h"
 #include "stacks/stack_report.h"
 #include "stacks/step_processes.h"
 

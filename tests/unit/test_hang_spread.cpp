@@ -16,8 +16,8 @@
 #include <thread>
 #include <tuple>
 
-#include "spank/hang_spread.h"
-#include "spank/hang_watchdog.h"
+#include "spank/watchdog/hang_spread.h"
+#include "spank/watchdog/hang_watchdog.h"
 #include "stacks/step_processes.h"
 
 using namespace gpudiag;

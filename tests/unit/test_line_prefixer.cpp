@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "spank/line_prefixer.h"
+#include "spank/relay/line_prefixer.h"
 
 using namespace gpudiag;
 

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "spank/line_prefixer.h"
-#include "spank/node_relay.h"
-#include "spank/node_relay_wire.h"
+#include "spank/relay/line_prefixer.h"
+#include "spank/relay/node_relay.h"
+#include "spank/relay/node_relay_wire.h"
 
 using namespace gpudiag;
 

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <vector>
 
-#include "spank/output_relay.h"
+#include "spank/relay/output_relay.h"
 
 using namespace gpudiag;
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "nodeinfo/rooted_fs.h"
-#include "spank/preflight.h"
+#include "spank/preflight/preflight.h"
 
 using namespace gpudiag;
 

@@ -12,7 +12,7 @@
 #include <vector>
 #include <string>
 
-#include "spank/preflight_barrier.h"
+#include "spank/preflight/preflight_barrier.h"
 
 using namespace gpudiag;
 

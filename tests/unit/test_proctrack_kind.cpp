@@ -1,7 +1,7 @@
 // Whom slurmstepd's signals reach, by ProctrackType: the rule the output relay forwards by.
 #include <gtest/gtest.h>
 
-#include "spank/proctrack_kind.h"
+#include "spank/slurm/proctrack_kind.h"
 
 using namespace gpudiag;
 

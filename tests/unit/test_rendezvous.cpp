@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "spank/rendezvous_check.h"
-#include "spank/step_plan.h"
+#include "spank/preflight/rendezvous_check.h"
+#include "spank/plan/step_plan.h"
 
 using namespace gpudiag;
 

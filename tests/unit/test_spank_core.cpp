@@ -2,14 +2,14 @@
 
 #include <map>
 
-#include "spank/diag_options.h"
-#include "spank/dist_env.h"
-#include "spank/env_writer.h"
-#include "spank/failfast_env.h"
-#include "spank/nccl_defaults.h"
-#include "spank/plugin_args.h"
-#include "spank/port_salt.h"
-#include "spank/step_plan.h"
+#include "spank/plan/diag_options.h"
+#include "spank/plan/dist_env.h"
+#include "spank/plan/env_writer.h"
+#include "spank/plan/failfast_env.h"
+#include "spank/plan/nccl_defaults.h"
+#include "spank/slurm/plugin_args.h"
+#include "spank/plan/port_salt.h"
+#include "spank/plan/step_plan.h"
 
 using namespace gpudiag;
 

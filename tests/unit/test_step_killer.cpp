@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "spank/step_killer.h"
+#include "spank/slurm/step_killer.h"
 
 using namespace gpudiag;
 

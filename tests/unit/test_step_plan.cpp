@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "spank/env_writer.h"
-#include "spank/step_plan.h"
-#include "spank/visible_gpus.h"
+#include "spank/plan/env_writer.h"
+#include "spank/plan/step_plan.h"
+#include "spank/plan/visible_gpus.h"
 
 using namespace gpudiag;
 

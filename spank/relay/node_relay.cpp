@@ -1,0 +1,501 @@
+#include "spank/relay/node_relay.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <time.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "spank/relay/line_prefixer.h"
+#include "spank/relay/node_relay_wire.h"
+
+namespace gpudiag {
+namespace {
+
+constexpr std::size_t kReadSize = 64 * 1024;
+// A task hands over at most two streams; more than this many is not a Slurm step
+// (slurmstepd's own limit on tasks per node is far lower), and each costs two fds.
+constexpr std::size_t kMaxStreams = 2 * 4096;
+// At stop, the most one stream may still read: what a dying program left in a pipe of
+// the largest size a user can set (pipe-max-size), so a writer that keeps on cannot
+// hold the stop.
+constexpr std::size_t kFinalReadMax = 1 << 20;
+constexpr std::size_t kNoDrain = std::numeric_limits<std::size_t>::max();
+constexpr std::size_t kThreadStack = 256 * 1024;
+// After a task's program exits, a child of it that kept the pipe open must not hold the
+// step's output open (slurmstepd waits for it before the step can end): stop once the
+// pipe stays empty this long, or at the latest after kDrainMax. The per-task relay's rule.
+constexpr double kQuiet = 0.2;
+constexpr double kDrainMax = 5.0;
+constexpr std::int32_t kStopWord = -1;
+
+double now_s() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+struct Stream {
+  int in = -1;   // our pipe's read end
+  int out = -1;  // Slurm's stdout or stderr for this task
+  bool tag = true;
+  LinePrefixer lines;
+  std::string pending;  // tagged bytes not yet written
+  std::size_t off = 0;
+  bool dead = false;    // srun's side is gone: read on, drop the bytes
+  bool raw = false;     // the tagging failed (out of memory): bytes pass as they are
+  std::uint32_t task = 0;  // the task's local id
+  double exited_at = 0;    // when slurmstepd reaped the task; 0: still running
+  double last_data = 0;
+  // Once the drain limit came: how many of the bytes the pipe held then are still to be
+  // read (at srun's pace); the input ends after them. kNoDrain: relayed to EOF.
+  std::size_t drain_left = kNoDrain;
+  std::size_t counted = 0;  // pending's capacity, as the step's total counts it
+  Stream(int in_fd, int out_fd, bool tag_lines, const std::string& tag_text, std::size_t max_line)
+      : in(in_fd), out(out_fd), tag(tag_lines), lines(tag_text, max_line) {}
+  ~Stream() {
+    for (int fd : {in, out})
+      if (fd >= 0) ::close(fd);
+  }
+  bool has_pending() const { return off < pending.size(); }
+  bool done() const { return in < 0 && (dead || !has_pending()); }
+};
+
+void set_nonblocking(int fd) {
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+bool is_pipe(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+bool is_pipe_or_socket(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
+
+// Writes what srun takes now; the rest waits for POLLOUT.
+void flush(Stream& s) {
+  while (!s.dead && s.has_pending()) {
+    const ssize_t n = ::write(s.out, s.pending.data() + s.off, s.pending.size() - s.off);
+    if (n > 0) {
+      s.off += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return;
+    } else {
+      s.dead = true;  // srun went away (EPIPE: the thread blocks SIGPIPE)
+    }
+  }
+  // Out (or dropped): the memory goes back, so the step's budget counts only what waits.
+  std::string().swap(s.pending);
+  s.off = 0;
+}
+
+// Bytes that arrived on a stream: tagged into `pending`, or as they are. Read only while
+// nothing is pending and at most relay_read_limit, so `pending` stays within its budget.
+void take(Stream& s, const char* data, std::size_t n) {
+  if (s.dead) return;
+  try {
+    if (s.tag && !s.raw) {
+      s.pending.reserve(s.pending.size() + s.lines.max_output(n));
+      s.lines.feed(std::string_view(data, n), s.pending);
+    } else {
+      s.pending.append(data, n);
+    }
+  } catch (...) {
+    // Out of memory in slurmstepd: keep the bytes moving untagged, say so once.
+    static const char kMsg[] = "gpudiag: output relay failed; passing output through untagged\n";
+    s.raw = true;
+    std::string().swap(s.pending);
+    s.off = 0;
+    [[maybe_unused]] ssize_t m = ::write(s.out, kMsg, sizeof kMsg - 1);
+    for (std::size_t off = 0; off < n;) {
+      const ssize_t w = ::write(s.out, data + off, n - off);
+      if (w > 0) off += static_cast<std::size_t>(w);
+      else if (w < 0 && errno == EAGAIN) {
+        // The whole thread waits here, so not for long: an srun that takes nothing for
+        // kDrainMax loses this stream, and the thread can still stop at the step's end.
+        pollfd p{s.out, POLLOUT, 0};
+        if (::poll(&p, 1, static_cast<int>(kDrainMax * 1000)) == 0) {
+          s.dead = true;
+          return;
+        }
+      } else if (!(w < 0 && errno == EINTR)) {
+        s.dead = true;
+        return;
+      }
+    }
+  }
+}
+
+void end_of_input(Stream& s) {
+  ::close(s.in);
+  s.in = -1;
+  if (s.tag && !s.raw && !s.dead) {
+    try {
+      s.lines.finish(s.pending);
+    } catch (...) {
+    }
+  }
+}
+
+// One read of at most `limit` bytes; false when the stream's input ended.
+bool read_once(Stream& s, std::vector<char>& buf, std::size_t limit) {
+  if (s.drain_left == 0) {
+    end_of_input(s);
+    return false;
+  }
+  limit = std::min({limit, buf.size(), s.drain_left});
+  if (limit == 0) return true;  // no room now: the bytes wait in the pipe
+  for (;;) {
+    const ssize_t r = ::read(s.in, buf.data(), limit);
+    if (r > 0) {
+      s.last_data = now_s();
+      take(s, buf.data(), static_cast<std::size_t>(r));
+      if (s.drain_left != kNoDrain && (s.drain_left -= static_cast<std::size_t>(r)) == 0) {
+        end_of_input(s);  // what the pipe held at the drain limit is read
+        return false;
+      }
+      return true;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EAGAIN) return true;
+    end_of_input(s);  // EOF, or a read error
+    return false;
+  }
+}
+
+class Loop {
+ public:
+  Loop(int sock, int stop_fd, const std::atomic<bool>& stop_requested, int local_tasks,
+       std::atomic<std::size_t>& peak_held)
+      : sock_(sock),
+        stop_fd_(stop_fd),
+        stop_requested_(stop_requested),
+        peak_held_(peak_held),
+        local_tasks_(local_tasks > 0 ? static_cast<std::size_t>(local_tasks) : 0),
+        buf_(kReadSize) {}
+
+  void run() {
+    std::vector<pollfd> fds;
+    std::vector<Stream*> owner;  // the stream of each pollfd past the first two
+    bool stopping = false;
+    while (!stopping) {
+      fds.clear();
+      owner.clear();
+      fds.push_back({stop_fd_, POLLIN, 0});
+      fds.push_back({sock_open_ ? sock_ : -1, POLLIN, 0});
+      for (auto& s : streams_) {
+        if (s->has_pending() && !s->dead) {
+          fds.push_back({s->out, POLLOUT, 0});
+          owner.push_back(s.get());
+        } else if (s->in >= 0 && read_limit(*s) > 0) {
+          // A stream with no room waits, its bytes in its pipe, until a flush frees some.
+          fds.push_back({s->in, POLLIN, 0});
+          owner.push_back(s.get());
+        }
+      }
+      if (::poll(fds.data(), fds.size(), drain_timeout_ms()) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (fds[0].revents) stopping = read_control() || stop_requested_.load();
+      if (fds[1].revents) receive();
+      // The room freed by one round's flushes goes to the streams in turn, not always to
+      // the first ones.
+      const std::size_t ready = owner.size();
+      turn_ = ready ? (turn_ + 1) % ready : 0;
+      for (std::size_t k = 0; k < ready; ++k) {
+        const std::size_t i = 2 + (turn_ + k) % ready;
+        if (!fds[i].revents) continue;
+        Stream& s = *owner[i - 2];
+        if (fds[i].events == POLLIN) read_once(s, buf_, read_limit(s));
+        flush(s);
+        settle(s);
+      }
+      end_drained_inputs();
+      reap();
+    }
+    final_drain();
+  }
+
+ private:
+  // Stop words and the local ids of reaped tasks, from slurmstepd's thread. true: stop.
+  bool read_control() {
+    std::int32_t words[64];
+    const ssize_t n = ::read(stop_fd_, words, sizeof words);
+    if (n <= 0) return n == 0;  // EOF: the owner is gone; EAGAIN: nothing after all
+    bool stop = false;
+    const double now = now_s();
+    for (ssize_t k = 0; k < n / static_cast<ssize_t>(sizeof(std::int32_t)); ++k) {
+      if (words[k] == kStopWord) stop = true;
+      if (words[k] >= 0) task_ended(static_cast<std::uint32_t>(words[k]), now);
+    }
+    return stop;
+  }
+
+  // Without gpudiag slurmstepd relays a task's output to EOF and ends what is left of the
+  // step (a child that kept the pipe) only once every task of the node exited: so the
+  // drain limit starts then, not when one task exits, or a child's lines written while
+  // other tasks still run are lost. With the count unknown, per task, as before.
+  void task_ended(std::uint32_t id, double now) {
+    ended_.insert(id);
+    if (local_tasks_ > 0 && ended_.size() < local_tasks_) return;
+    for (auto& s : streams_)
+      if (s->exited_at == 0 && (local_tasks_ > 0 || s->task == id)) s->exited_at = now;
+  }
+  // A handoff read after its task's end (both arrive in one poll) still gets the limit.
+  bool ended(std::uint32_t id) const {
+    return local_tasks_ > 0 ? ended_.size() >= local_tasks_ : ended_.count(id) > 0;
+  }
+
+  // How long poll may sleep: until the next exited task's drain limit, or for ever.
+  int drain_timeout_ms() const {
+    double next = -1;
+    for (auto& s : streams_) {
+      if (s->in < 0 || s->exited_at == 0 || s->drain_left != kNoDrain) continue;
+      const double at = std::min(s->exited_at + kDrainMax, std::max(s->exited_at, s->last_data) + kQuiet);
+      if (next < 0 || at < next) next = at;
+    }
+    if (next < 0) return -1;
+    return static_cast<int>(std::max(0.0, next - now_s()) * 1000) + 1;
+  }
+
+  // At an exited task's drain limit the input ends after what its pipe holds then. While
+  // srun is slow the thread does not read, so "quiet" may only mean held back: those
+  // bytes still go out, at srun's pace, and wait in the pipe until then, not in here.
+  void end_drained_inputs() {
+    const double now = now_s();
+    for (auto& s : streams_) {
+      if (s->in < 0 || s->exited_at == 0 || s->drain_left != kNoDrain) continue;
+      if (now - s->exited_at >= kDrainMax || now - std::max(s->exited_at, s->last_data) >= kQuiet) {
+        int queued = 0;
+        s->drain_left = ::ioctl(s->in, FIONREAD, &queued) == 0 && queued > 0 ? static_cast<std::size_t>(queued) : 0;
+        if (s->drain_left == 0) {
+          end_of_input(*s);
+          flush(*s);
+          settle(*s);
+        }
+      }
+    }
+  }
+
+  // Every handoff waiting on the socket; a message that is not exactly one is refused.
+  void receive() {
+    for (;;) {
+      char data[kMaxHandoffBytes + 1];
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxHandoffFds)];
+      iovec iov{data, sizeof data};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      const ssize_t n = ::recvmsg(sock_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n <= 0) {
+        sock_open_ = false;  // cannot happen while slurmstepd holds the other end
+        return;
+      }
+      std::vector<int> fds;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t k = 0; k < count; ++k) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof fd);
+          fds.push_back(fd);
+        }
+      }
+      if (!accept(msg, std::string_view(data, static_cast<std::size_t>(n)), fds))
+        for (int fd : fds) ::close(fd);
+    }
+  }
+
+  bool accept(const msghdr& msg, std::string_view bytes, const std::vector<int>& fds) {
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) return false;
+    auto h = decode_handoff(bytes);
+    if (!h || static_cast<int>(fds.size()) != handoff_fd_count(*h)) return false;
+    if (streams_.size() + (h->out ? 1 : 0) + (h->err ? 1 : 0) > kMaxStreams) return false;
+    const int answer = fds.back();
+    if (!is_pipe(answer)) return false;
+    for (std::size_t k = 0; k + 1 < fds.size(); k += 2)
+      if (!is_pipe_or_socket(fds[k]) || !is_pipe(fds[k + 1])) return false;
+    std::size_t k = 0;
+    auto add = [&](bool tag) {
+      const int out = fds[k], in = fds[k + 1];
+      k += 2;
+      set_nonblocking(out);
+      set_nonblocking(in);
+      streams_.push_back(std::make_unique<Stream>(in, out, tag, h->tag, h->max_line));
+      streams_.back()->task = h->local_id;
+      if (ended(h->local_id)) streams_.back()->exited_at = now_s();
+    };
+    if (h->out) add(h->tag_out);
+    if (h->err) add(h->tag_err);
+    // The task waits for this before it puts the pipes in place (hand_to_node_relay).
+    set_nonblocking(answer);
+    [[maybe_unused]] ssize_t w = ::write(answer, "y", 1);
+    ::close(answer);
+    return true;
+  }
+
+  // A stream whose input ended and whose bytes are out gives Slurm its EOF.
+  void reap() {
+    std::size_t keep = 0;
+    for (auto& s : streams_) {
+      if (s->done()) held_ -= s->counted;
+      else streams_[keep++] = std::move(s);
+    }
+    streams_.resize(keep);
+  }
+
+  // The step's budget (kRelayStepBudget) counts what every stream's pending holds.
+  void settle(Stream& s) {
+    static const std::size_t inline_capacity = std::string().capacity();  // inside the Stream
+    const std::size_t now = s.pending.capacity() > inline_capacity ? s.pending.capacity() : 0;
+    held_ = held_ - s.counted + now;
+    s.counted = now;
+    if (held_ > peak_held_.load(std::memory_order_relaxed)) peak_held_.store(held_, std::memory_order_relaxed);
+  }
+
+  // How much the stream may read now: nothing while it holds bytes srun has not taken,
+  // else what fits its own budget and the step's room after tagging. A stream whose
+  // srun is gone reads on (so its program never blocks) and keeps nothing.
+  std::size_t read_limit(const Stream& s) const {
+    if (s.in < 0 || s.has_pending()) return 0;
+    if (s.dead) return buf_.size();
+    const std::size_t others = held_ - s.counted;
+    const std::size_t room = kRelayStepBudget > others ? kRelayStepBudget - others : 0;
+    // A sliver of room waits for more: reads stay worth their syscall, and no buffer is
+    // so small that the allocator rounds it up past what was counted.
+    if (room < kRelayStreamBudget / 16) return 0;
+    return relay_read_limit(s.lines, s.tag && !s.raw, room);
+  }
+
+  // At stop: what srun takes now goes out, in pieces within the budgets, and at most
+  // kFinalReadMax of input; nothing waits. The rest is dropped, as slurmstepd, which has
+  // stopped waiting for the step's output by now, drops what it still holds.
+  void final_drain() {
+    for (auto& s : streams_) {
+      flush(*s);
+      for (std::size_t got = 0; s->in >= 0 && !s->has_pending() && got < kFinalReadMax;) {
+        const std::size_t limit = read_limit(*s);
+        pollfd p{s->in, POLLIN, 0};
+        if (limit == 0 || ::poll(&p, 1, 0) <= 0 || !read_once(*s, buf_, limit)) break;
+        got += limit;
+        flush(*s);
+        settle(*s);
+      }
+      if (s->in >= 0) end_of_input(*s);
+      flush(*s);
+      settle(*s);
+      held_ -= s->counted;
+      s.reset();  // its memory and fds go back before the next stream reads
+    }
+    streams_.clear();
+  }
+
+  int sock_, stop_fd_;
+  const std::atomic<bool>& stop_requested_;
+  std::atomic<std::size_t>& peak_held_;
+  const std::size_t local_tasks_;
+  std::set<std::uint32_t> ended_;  // local ids of the tasks slurmstepd reaped
+  bool sock_open_ = true;
+  std::size_t held_ = 0;  // the capacity of every stream's pending (Stream::counted)
+  std::size_t turn_ = 0;
+  std::vector<char> buf_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+};
+
+}  // namespace
+
+void* NodeRelay::thread_main(void* self) {
+  auto* r = static_cast<NodeRelay*>(self);
+  try {
+    Loop(r->relay_end_, r->stop_r_, r->stop_requested_, r->local_tasks_, r->peak_held_).run();
+  } catch (...) {
+    // Only a failed allocation of the loop's own vectors gets here; the streams it held
+    // are closed, so their programs see EPIPE instead of blocking forever.
+  }
+  return nullptr;
+}
+
+std::optional<std::string> NodeRelay::start(int local_tasks) {
+  if (started_) return std::nullopt;
+  int sv[2], pp[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return std::string("cannot create the relay's socket: ") + std::strerror(errno);
+  if (::pipe2(pp, O_CLOEXEC | O_NONBLOCK) != 0) {
+    const int e = errno;
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return std::string("cannot create a pipe: ") + std::strerror(e);
+  }
+  relay_end_ = sv[0];
+  task_end_ = sv[1];
+  local_tasks_ = local_tasks;
+  stop_r_ = pp[0];
+  stop_w_ = pp[1];
+  // The thread takes no signal of slurmstepd's (glibc keeps its own set-uid signal
+  // deliverable), and writes to a gone srun fail with EPIPE instead of raising SIGPIPE.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kThreadStack);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  const int rc = pthread_create(&thread_, &attr, &NodeRelay::thread_main, this);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    for (int fd : {relay_end_, task_end_, stop_r_, stop_w_}) ::close(fd);
+    relay_end_ = task_end_ = stop_r_ = stop_w_ = -1;
+    return std::string("cannot start the relay thread: ") + std::strerror(rc);
+  }
+  owner_ = ::getpid();
+  started_ = true;
+  return std::nullopt;
+}
+
+void NodeRelay::stop() {
+  if (!started_ || ::getpid() != owner_) return;
+  // A full pipe still wakes the thread, which then finds the flag.
+  stop_requested_.store(true);
+  const std::int32_t word = kStopWord;
+  while (::write(stop_w_, &word, sizeof word) < 0 && errno == EINTR) {
+  }
+  pthread_join(thread_, nullptr);
+  started_ = false;
+  for (int fd : {relay_end_, task_end_, stop_r_, stop_w_}) ::close(fd);
+  relay_end_ = task_end_ = stop_r_ = stop_w_ = -1;
+}
+
+void NodeRelay::task_exited(int local_id) {
+  if (!started_ || ::getpid() != owner_ || local_id < 0) return;
+  const std::int32_t word = local_id;
+  // A full pipe (thousands of exits unread) only costs that task its drain limit.
+  while (::write(stop_w_, &word, sizeof word) < 0 && errno == EINTR) {
+  }
+}
+
+NodeRelay::~NodeRelay() { stop(); }
+
+}  // namespace gpudiag
