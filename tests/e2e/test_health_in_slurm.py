@@ -67,6 +67,16 @@ class HealthInSlurm(unittest.TestCase):
             f.write("healthy")
         cls.epilog = os.path.join(cls.tmp.name, "epilog")
         cls.syslog = SyslogSocket(os.path.join(cls.tmp.name, "log.sock"))
+        # The site config without the drain breaker's random wait before it counts (up to
+        # 2 s a --drain): an admin's DOWN lasts only until slurmd registers again here
+        # (ReturnToService=2; on 24.11 within seconds), and a test that waits longer than
+        # that sees Slurm, not gpudiag, put the node back in service.
+        with open(SITE_CONFIG) as f:
+            text = f.read()
+        assert "  jitter: 2s\n" in text, "etc/gpudiag.yaml's drain.jitter changed: update this test"
+        cls.config = os.path.join(cls.tmp.name, "gpudiag.yaml")
+        with open(cls.config, "w") as f:
+            f.write(text.replace("  jitter: 2s\n", "  jitter: 0s\n"))
         cls.cluster = SlurmCluster(extra_conf=[f"Epilog={cls.epilog}"])
         cls.cluster.__enter__()
         with open(cls.epilog, "w") as f:
@@ -93,7 +103,7 @@ class HealthInSlurm(unittest.TestCase):
         c.wait_for(lambda: c.node_state() == "IDLE", "node idle before the test")
 
     def health(self, fixture, *args, env=None, timeout=60):
-        argv = [HEALTH, "--fs-root", os.path.join(FIXTURES, fixture), "--config", SITE_CONFIG,
+        argv = [HEALTH, "--fs-root", os.path.join(FIXTURES, fixture), "--config", self.config,
                 "--node", self.cluster.node, *args]
         return self.cluster.run(argv, check=False, env=env, timeout=timeout)
 
