@@ -172,6 +172,16 @@ class HostileBarrier(TwoUsersClusterTest):
         self.assertNotIn("started", mine.stdout)
         self.assertRegex(mine.stderr, fix)
 
+    def batch_export_none(self):
+        """NONE for sbatch, or NIL where NONE cannot run here. Slurm 26.05 loads the user's
+        login environment on the node for `sbatch --export=NONE` (and `--export=VAR`), as if
+        --get-user-env were given; for a throwaway user with no login shell that fails and
+        the job is held ("user env retrieval failed requeued held", seen on 26.05.5).
+        NIL passes nothing of the caller's either, and loads nothing."""
+        v = self.cluster.run(["sbatch", "--version"], check=False).stdout.split()  # 26.05 needs the config
+        major = int(v[1].split(".")[0]) if len(v) > 1 and v[1].split(".")[0].isdigit() else 0
+        return "NIL" if major >= 26 else "NONE"
+
     def test_a_step_without_the_callers_environment_still_gets_a_salted_port(self):
         # srun/sbatch --export=NONE or --export=VAR (common on clusters that want clean
         # steps) pass only SLURM_* and the named variables on: the salt that sbatch or srun
@@ -190,7 +200,8 @@ class HostileBarrier(TwoUsersClusterTest):
         try:
             runs = [self.as_user(self.victim, ["srun", "-n1", "--export=NONE", *step]),
                     self.as_user(self.victim, ["srun", "-n1", "--export=HOME", *step]),
-                    self.as_user(self.victim, ["sbatch", "--wait", "--export=NONE", "-o", out, script])]
+                    self.as_user(self.victim, ["sbatch", "--wait", f"--export={self.batch_export_none()}", "-o", out,
+                                               script])]
         finally:
             self.stop_attack(attack)
         with open(out) as f:
