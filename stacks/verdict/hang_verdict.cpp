@@ -12,6 +12,13 @@ std::string function_of(const std::string& frame, StackSource source) {
   return paren == std::string::npos ? frame : frame.substr(0, paren);
 }
 
+// A decorator's closure between the collective and the code that called it: torch 2.x
+// wraps its collectives (`_exception_logger.<locals>.wrapper` in c10d_logger.py), and the
+// place to name is the user's caller beyond it.
+bool wrapper_frame(const std::string& function) {
+  return function.find("<locals>.") != std::string::npos || function == "wrapper";
+}
+
 std::string bounded_line(std::string line) {
   if (line.size() > kMaxVerdictLineBytes) line = line.substr(0, kMaxVerdictLineBytes - 3) + "...";
   return line + "\n";
@@ -29,6 +36,11 @@ std::string class_place(const StackClass& c) {
   std::string place = c.frames[i];
   std::size_t j = i + 1;
   while (j < c.frames.size() && nameless(c.frames[j])) ++j;
+  std::size_t k = j;  // past torch's wrappers, where a caller of the user's lies beyond them
+  while (c.source == StackSource::python && k + 1 < c.frames.size() &&
+         (nameless(c.frames[k]) || wrapper_frame(function_of(c.frames[k], c.source))))
+    ++k;
+  if (k < c.frames.size()) j = k;
   if (j < c.frames.size()) place += " from " + function_of(c.frames[j], c.source);
   if (c.source == StackSource::wchan) place = "the kernel (" + place + ")";
   return place;

@@ -331,3 +331,18 @@ TEST(StackFrames, CppNamesLoseTheirParameterLists) {
             (std::vector<std::string>{"ns::f", "std::function<void ()>::operator()", "(anonymous namespace)::run",
                                       "g<int(*)(int)>"}));
 }
+
+// torch 2.x wraps its collectives in a decorator (seen with torch 2.14 on Debian 14: the
+// verdict said "from _exception_logger.<locals>.wrapper"): the place named is the user's
+// caller beyond the wrappers; a stack of wrappers alone keeps its first frame.
+TEST(HangVerdict, TheCallerIsTheUsersBeyondTorchsWrappers) {
+  StackClass c;
+  c.source = StackSource::python;
+  c.frames = {"all_reduce (distributed_c10d.py:3913)", "_exception_logger.<locals>.wrapper (c10d_logger.py:81)",
+              "wrapper (c10d_logger.py:83)", "sync_grads (train.py:30)", "<module> (train.py:40)"};
+  EXPECT_EQ(class_place(c), "all_reduce (distributed_c10d.py:3913) from sync_grads");
+  c.frames = {"all_reduce (distributed_c10d.py:3913)", "wrapper (c10d_logger.py:83)"};
+  EXPECT_EQ(class_place(c), "all_reduce (distributed_c10d.py:3913) from wrapper");
+  c.frames = kAllReduce;
+  EXPECT_EQ(class_place(c), "all_reduce (distributed_c10d.py:1320) from sync_grads");
+}
