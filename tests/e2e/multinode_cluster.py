@@ -15,7 +15,8 @@ with `nsenter -t HOLDER -n -u -m`.
 
 Names carry a per-run tag, so two runs never collide. Always torn down (processes in
 the namespaces, namespaces with their veths and bridge, mounts, files): on exit, on a
-failed test, on SIGINT/SIGTERM.
+failed test, on SIGINT/SIGTERM; what a run killed outright left is swept by the next
+start (slurm_cluster.sweep_stale_clusters: the owner record names the namespace tag).
 
     with MultiNodeCluster(nodes=3, extra_conf=[...], ib={"n2": {"mlx5_0": "up"}}) as c:
         c.run(["srun", "-N3", "hostname"])
@@ -30,7 +31,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from slurm_cluster import SlurmCluster, slurm_version  # noqa: E402
+from slurm_cluster import (OWNERS, SlurmCluster, forget_owner, kill_namespaces, process_start,  # noqa: E402
+                           record_owner, slurm_version, sweep_stale_clusters)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NODE_SETUP = os.path.join(HERE, "multinode_node.py")
@@ -58,6 +60,30 @@ def namespaces_usable():
     finally:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
     return None
+
+
+def sweep_untagged_namespaces():
+    """Namespaces of multi-node runs from before owner records (tag = pid % 100000 then 4
+    hex digits): removed where that pid is gone. Runs with a record: sweep_stale_clusters."""
+    known = set()
+    try:
+        for rec in os.listdir(OWNERS):
+            with open(os.path.join(OWNERS, rec)) as f:
+                known.add((f.read().split("\n") + ["", "", "", ""])[3])
+    except OSError:
+        pass
+    tags = {}
+    for line in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines():
+        parts = line.split()[0].split("-") if line.split() else []
+        if len(parts) == 3 and parts[0] == "gpudiag" and parts[1] != "probe" and parts[1] not in known:
+            tags.setdefault(parts[1], []).append(line.split()[0])
+    for tag, names in tags.items():
+        pid = tag[:-4]
+        if pid.isdigit() and process_start(int(pid)) is not None:
+            continue
+        kill_namespaces(names)
+        print(f"gpudiag: removed the namespaces of a killed multi-node run: {', '.join(sorted(names))}",
+              file=sys.stderr)
 
 
 def write_ib_fixture(root, ports):
@@ -99,8 +125,11 @@ class MultiNodeCluster(SlurmCluster):
         why = namespaces_usable()
         if why:
             raise RuntimeError(f"gpudiag: no multi-node cluster on this host: {why}")
+        sweep_stale_clusters()
+        sweep_untagged_namespaces()
         self.dir = tempfile.mkdtemp(prefix="gpudiag-multinode-")
         os.chmod(self.dir, 0o755)
+        self.owner = record_owner(self.dir, self.tag)  # before any namespace: a sweep knows whose it is
         for sub in ("state", "spool", "log", "run", "nodes"):
             os.makedirs(os.path.join(self.dir, sub))
         for node in self.nodes:
@@ -146,6 +175,7 @@ class MultiNodeCluster(SlurmCluster):
             for name in reversed(self.netns):
                 subprocess.run(["ip", "netns", "del", name], capture_output=True)
             self.netns = []
+            forget_owner(getattr(self, "owner", None))
 
     def _teardown(self):
         keep_dir, self.keep = self.keep, True  # SlurmCluster.stop would remove dir before namespaces go

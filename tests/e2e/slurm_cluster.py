@@ -10,8 +10,10 @@ exit, a failed test, or SIGINT/SIGTERM. It ends only the processes it started.
 """
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -38,6 +40,94 @@ def _short_hostname():
 
 
 FREEZER = "/sys/fs/cgroup/freezer"
+
+# A run killed outright (SIGKILL: a `timeout`, an OOM kill) cannot tear its cluster down:
+# its daemons run on, and a multi-node run's namespaces stay. So each cluster records who
+# made it before it starts anything (OWNERS/NAME: pid, that pid's start time, the dir, the
+# namespace tag if any), and every start first sweeps the clusters whose maker is gone.
+OWNERS = "/run/gpudiag-clusters"
+
+
+def process_start(pid):
+    """The start time of pid (field 22 of /proc/PID/stat), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def record_owner(dirname, tag=""):
+    """Records this process as the maker of the cluster in dirname; returns the record's path."""
+    os.makedirs(OWNERS, exist_ok=True)
+    path = os.path.join(OWNERS, os.path.basename(dirname))
+    with open(path, "w") as f:
+        f.write(f"{os.getpid()}\n{process_start(os.getpid())}\n{dirname}\n{tag}\n")
+    return path
+
+
+def forget_owner(path):
+    if path:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def kill_namespaces(names):
+    """SIGKILLs every process in the network namespaces `names`, then deletes them."""
+    for name in names:
+        for p in subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split():
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+    for name in names:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def sweep_stale_clusters():
+    """Ends what clusters whose maker was killed left: every process whose command line
+    names the cluster's dir (munged, slurmctld, slurmd), its namespaces, the dir. A
+    cluster whose maker still runs is never touched."""
+    try:
+        records = os.listdir(OWNERS)
+    except OSError:
+        return
+    for rec in records:
+        path = os.path.join(OWNERS, rec)
+        try:
+            with open(path) as f:
+                pid, start, dirname, tag = (f.read().split("\n") + ["", "", "", ""])[:4]
+        except OSError:
+            continue
+        if pid.isdigit() and process_start(int(pid)) == start:
+            continue
+        if not dirname.startswith(tempfile.gettempdir() + "/gpudiag-"):
+            forget_owner(path)
+            continue
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if dirname.encode() in cmd:
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if tag:
+            names = [line.split()[0] for line in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                                                 text=True).stdout.splitlines()
+                     if line.startswith(f"gpudiag-{tag}-")]
+            kill_namespaces(names)
+        shutil.rmtree(dirname, ignore_errors=True)
+        forget_owner(path)
+        print(f"gpudiag: ended the test cluster in {dirname}, whose maker (pid {pid}) was killed before it "
+              f"could tear it down", file=sys.stderr)
 
 
 def cgroup_v1_problem():
@@ -95,7 +185,9 @@ class SlurmCluster(TornDownOnSignal):
         # for several per host, as Debian's is), and job ids restart at 1 in the next
         # cluster: remember what was there, to remove what is new at the end.
         self._cgroups_before = set(os.listdir(FREEZER)) if os.path.isdir(FREEZER) else set()
+        sweep_stale_clusters()
         self.dir = tempfile.mkdtemp(prefix="gpudiag-slurm-")
+        self.owner = record_owner(self.dir)
         # srun --uid=USER talks to munged as that user once it has the allocation.
         os.chmod(self.dir, 0o755)
         for sub in ("state", "spool", "log", "run"):
@@ -153,6 +245,7 @@ class SlurmCluster(TornDownOnSignal):
                     self._remove_cgroups(os.path.join(FREEZER, name))
         if self.dir and not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
+        forget_owner(getattr(self, "owner", None))
 
     @staticmethod
     def _remove_cgroups(top):
