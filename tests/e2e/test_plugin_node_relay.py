@@ -6,6 +6,7 @@ and another user cannot reach its socket or the victim's pipes, and a node with 
 tasks ends its step cleanly. Each case is compared with --diag=noprefix, the same
 step without the relay."""
 import ctypes
+import glob
 import os
 import signal
 import subprocess
@@ -242,15 +243,19 @@ class NodeRelayPromises(TwoUsersClusterTest):
         user who got it could hand the root thread any fds to write into; the task is not
         dumpable, so the kernel refuses every way to its fds."""
         prolog = os.path.join(self.victim.home, "prolog.sh")
-        result = os.path.join(self.victim.home, "stolen.txt")
+        # One file per task: two prologs appending to one file interleave their lines
+        # (print writes the text and the newline apart; CI saw them run together).
+        result = os.path.join(self.victim.home, "stolen")
         with open(prolog, "w") as f:
-            f.write(f"#!/bin/sh\n{PYTHON} -c '{STEAL}' $PPID >> {result}\n")
+            f.write(f"#!/bin/sh\n{PYTHON} -c '{STEAL}' $PPID > {result}.$$.txt\n")
         os.chmod(prolog, 0o755)
         os.chown(prolog, self.victim.uid, self.victim.gid)
         r = self.as_user(self.victim, ["srun", "-n2", "--diag=prefix", f"--task-prolog={prolog}", "true"])
         self.assertEqual(r.returncode, 0, r.stderr)
-        with open(result) as f:
-            lines = f.read().splitlines()
+        lines = []
+        for name in sorted(glob.glob(result + ".*.txt")):
+            with open(name) as f:
+                lines += f.read().splitlines()
         self.assertEqual(lines, ["list:denied getfd:denied open1:denied open2:denied"] * 2)
 
     def test_another_user_reaches_neither_the_relay_nor_the_victims_pipes(self):
