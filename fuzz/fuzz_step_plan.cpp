@@ -14,6 +14,7 @@
 #include "spank/plan/env_writer.h"
 #include "spank/plan/step_plan.h"
 #include "spank/plan/visible_gpus.h"
+#include "spank/preflight/rendezvous_check.h"
 
 namespace {
 

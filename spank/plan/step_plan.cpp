@@ -5,7 +5,7 @@
 
 #include "util/this_host.h"
 #include "spank/plan/failfast_env.h"
-#include "spank/relay/line_prefixer.h"
+#include "spank/plan/prefix_format.h"
 #include "spank/plan/visible_gpus.h"
 
 namespace gpudiag {

@@ -18,10 +18,10 @@
 #include "spank/plan/diag_options.h"
 #include "spank/plan/dist_env.h"
 #include "spank/plan/env_writer.h"
-#include "spank/watchdog/hang_watchdog.h"
-#include "spank/relay/output_relay.h"
-#include "spank/preflight/rendezvous_check.h"
-#include "spank/slurm/slurm_node_addr.h"
+#include "spank/plan/hang_watch.h"
+#include "spank/plan/node_addr.h"
+#include "spank/plan/relay_plan.h"
+#include "spank/plan/rendezvous_verdict.h"
 
 namespace gpudiag {
 

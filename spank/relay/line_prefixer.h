@@ -14,10 +14,9 @@
 #include <string>
 #include <string_view>
 
-namespace gpudiag {
+#include "spank/plan/relay_plan.h"  // kSlurmIoMessage
 
-// slurmstepd's message bound (SLURM_IO_MAX_MSG_LEN): one line per message.
-constexpr std::size_t kSlurmIoMessage = 1024;
+namespace gpudiag {
 
 // What a relay may hold of a task's output (issue 30.3). Tagging grows a stream up to
 // (tag + 3) times (a bare newline becomes a whole tagged line), so a relay reads no more
@@ -59,8 +58,5 @@ std::size_t relay_read_limit(const LinePrefixer& lines, bool tagged, std::size_t
 // The inverse, for tests and tools: the original bytes of the stream whose lines carry
 // `tag`. Every other line (other ranks, srun's own messages) is skipped.
 std::string strip_prefixes(std::string_view text, std::string_view tag);
-
-// Expands {host}, {rank} and {local_rank} in a prefix format such as "[{host}:{rank}]".
-std::string expand_prefix_format(std::string_view format, std::string_view host, int rank, int local_rank);
 
 }  // namespace gpudiag

@@ -18,6 +18,8 @@
 #include <memory>
 #include <vector>
 
+#include "spank/watchdog/hang_watchdog.h"
+
 namespace gpudiag {
 namespace {
 

@@ -8,28 +8,13 @@
 // The relay reads the child's stdout and stderr on separate pipes, tags each line
 // (LinePrefixer), writes stdout to stdout and stderr to stderr, drains both to EOF,
 // reaps the child and exits as it did: the same code, or death by the same signal.
-#include <cstddef>
 #include <optional>
 #include <string>
 
-#include "spank/watchdog/hang_watchdog.h"
+#include "spank/plan/relay_plan.h"
 #include "spank/relay/line_prefixer.h"
 
 namespace gpudiag {
-
-struct RelayPlan {
-  std::string tag;       // e.g. "[node7:3]"
-  bool out = false;      // relay stdout (fd 1)
-  bool err = false;      // relay stderr (fd 2)
-  bool tag_out = true;   // tag the lines of a relayed stream, or pass its bytes as they are
-  bool tag_err = true;
-  std::size_t max_line = kSlurmIoMessage;
-  HangWatch hang;        // duration 0: no watchdog
-  // slurmstepd signals only its own children, the relay (proctrack/cgroup, proctrack_kind.h):
-  // pass its signals on too. false: they reach the program directly, and passing them
-  // on would deliver them twice.
-  bool forward_stepd_signals = false;
-};
 
 // Returns in the child, with fds 1/2 now leading to the relay; the caller goes on to
 // exec the user program. The parent never returns. On failure (pipes, fork) nothing

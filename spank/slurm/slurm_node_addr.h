@@ -9,12 +9,9 @@
 #include <optional>
 #include <string>
 
-namespace gpudiag {
+#include "spank/plan/node_addr.h"
 
-struct SlurmNodeAddr {
-  std::string address;   // numeric (getnameinfo NI_NUMERICHOST); "" when Slurm has none
-  std::string hostname;  // NodeHostname; "" when unknown
-};
+namespace gpudiag {
 
 std::optional<SlurmNodeAddr> slurm_node_addr(const std::string& node_name);
 

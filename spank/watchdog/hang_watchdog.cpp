@@ -82,16 +82,6 @@ DirPick pick_state_dir(const std::vector<DirFact>& candidates) {
   return p;
 }
 
-std::string hang_state_dir(unsigned uid, const std::string& step) {
-  struct stat st;
-  std::string base = "/dev/shm";
-  if (::stat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    const char* tmp = std::getenv("TMPDIR");
-    base = tmp && tmp[0] == '/' ? tmp : "/tmp";
-  }
-  return base + "/gpudiag-" + std::to_string(uid) + "-" + step;
-}
-
 HangWatchdog::HangWatchdog(HangWatch w, pid_t child) : w_(std::move(w)), child_(child) {
   if (w_.duration_s <= 0) return;
   // The node's tasks meet in the first name of a fixed list that is this user's

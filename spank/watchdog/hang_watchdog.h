@@ -50,6 +50,8 @@
 #include <string>
 #include <vector>
 
+#include "spank/plan/hang_watch.h"
+
 namespace gpudiag {
 
 class HangDiagDir;
@@ -57,22 +59,6 @@ class HangDiagDir;
 constexpr int kHangExitCode = 200;   // documented in README and gpudiag(8)
 constexpr double kBusyCpuShare = 0.10;
 
-struct HangWatch {
-  double duration_s = 0;     // 0: no watchdog
-  bool kill = true;          // false: report only
-  bool cpu = false;          // the CPU rule
-  double kill_grace_s = 10;
-  double report_timeout_s = 10;  // the whole stack report, all tools and processes together
-  // Each step in the diag dir, and all of them together once one got no answer (a hung
-  // NFS mount): hang_diag_dir.h.
-  double diag_dir_timeout_s = 5;
-  std::string state_dir;     // node-local, private to the user: one per step and node
-  std::string diag_dir;      // hang report and torch dumps go here
-  std::string host;          // short node name, for the file name and the message
-  std::string step;          // "JOB.STEP", for the report
-  int rank = 0;
-  int nodes = 1;             // the step's nodes: with more than one, a hang spreads (hang_spread.h)
-};
 
 // Pure: the node is hung when every task's last progress is `duration` old or older.
 bool node_silent(double now, const std::vector<double>& last_progress, double duration);
@@ -113,10 +99,6 @@ class HangWatchdog {
   double kill_at_ = 0;  // when SIGKILL follows the SIGTERM; 0: not pending
   pid_t listener_ = 0;  // passes Slurm's SIGURG on to this relay (hang_spread.h)
 };
-
-// Where the node's tasks of a step meet: /dev/shm/gpudiag-<uid>-<step> (or under TMPDIR
-// when /dev/shm is missing). The watchdog may end up in a sibling of it (see above).
-std::string hang_state_dir(unsigned uid, const std::string& step);
 
 // Pure: which state dir to use. What lstat said about each candidate, in order.
 enum class DirFact { missing, ours, taken };

@@ -14,7 +14,7 @@ constexpr std::uint64_t kMaxSmallStruct = 64u << 10;
 // release's headers for x86-64 (8-byte pointers, longs and size_t; 4-byte ints; every
 // field at its own alignment) and confirmed with offsetof() on the headers of 3.11.2
 // (Debian 12), 3.11.7, 3.12.1 and 3.12.10, and by reading live processes of 3.11.2,
-// 3.11.7, 3.12.1 and 3.12.10 (tests/unit/test_python_stacks.cpp). Those headers are
+// 3.11.7, 3.12.1 and 3.12.10 (tests/unit/stacks/pyframes/test_python_stacks.cpp). Those headers are
 // identical within each minor version in every structure below, and CPython keeps
 // internal structures fixed within a minor release; the walk's checks
 // (frame_walker.cpp) refuse a process whose memory does not fit anyway.

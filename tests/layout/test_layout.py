@@ -22,8 +22,19 @@ MAY_USE = {
     "cli": {"stacks", "nccllog", "nodeinfo", "util"},
 }
 # spank/'s rooms by job (issue 36, ARCHITECTURE §2): spank/ holds only these folders and
-# its CMakeLists.txt, and an include names the room it comes from.
-SPANK_ROOMS = {"slurm", "plan", "relay", "watchdog", "preflight"}
+# its CMakeLists.txt, and an include names the room it comes from. Room -> the rooms its
+# sources may include from, besides itself. The plan decides and names no room: what it
+# hands a room (HangWatch, RelayPlan) and the facts it judges (RendezvousFacts,
+# SlurmNodeAddr) are its own types, in plan/. The rooms carry the plan out; the relay
+# process runs the watchdog; the Slurm glue calls every room.
+SPANK_ROOM_MAY_USE = {
+    "plan": set(),
+    "watchdog": {"plan"},
+    "preflight": {"plan"},
+    "relay": {"plan", "watchdog"},
+    "slurm": {"plan", "relay", "watchdog", "preflight"},
+}
+SPANK_ROOMS = set(SPANK_ROOM_MAY_USE)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
 
@@ -96,6 +107,22 @@ class Dependencies(unittest.TestCase):
                                 wrong.append(f"{os.path.relpath(os.path.join(d, n), SOURCE)} includes spank/{header}")
         self.assertEqual(wrong, [], "an include of spank/ that names no room")
 
+    def test_spank_rooms_include_only_the_rooms_they_may_use(self):
+        wrong = []
+        for room, allowed in SPANK_ROOM_MAY_USE.items():
+            base = os.path.join(SOURCE, "spank", room)
+            for name in sorted(os.listdir(base)):
+                if not name.endswith((".cpp", ".h")):
+                    continue
+                with open(os.path.join(base, name), encoding="utf-8") as f:
+                    for other, header in INCLUDE.findall(f.read()):
+                        if other != "spank":
+                            continue
+                        used = header.split("/", 1)[0]
+                        if used != room and used not in allowed:
+                            wrong.append(f"spank/{room}/{name} includes spank/{header}")
+        self.assertEqual(wrong, [], "a spank room reaches into one ARCHITECTURE §2 does not let it use")
+
     def test_the_python_reader_stands_alone(self):
         """stacks/pyframes/ (ARCHITECTURE §2, §5a) uses only itself: the fuzzers and the
         reader's tests link it without the rest of gpudiag."""
@@ -108,6 +135,69 @@ class Dependencies(unittest.TestCase):
                         if not f"{other}/{header}".startswith("stacks/pyframes/"):
                             wrong.append(f"stacks/pyframes/{name} includes {other}/{header}")
         self.assertEqual(wrong, [])
+
+
+def source_room(path):
+    """The source folder a unit test's folder mirrors (tests/unit/spank/relay -> spank/relay)."""
+    return os.path.relpath(path, os.path.join(SOURCE, "tests", "unit")).replace(os.sep, "/")
+
+
+def may_include(room):
+    """What a test of `room` may include from our code: its room and what the room may use.
+    A top folder's subfolders are part of it (stacks/verdict/ is stacks/); spank's rooms are
+    rooms of their own, each with the rooms it may use."""
+    top = room.split("/", 1)[0]
+    if top == "spank":
+        name = room.split("/")[1]
+        rooms = {f"spank/{r}" for r in {name} | SPANK_ROOM_MAY_USE.get(name, set())}
+        return rooms | MAY_USE["spank"]
+    return {top} | MAY_USE.get(top, set())
+
+
+class TestsFollowTheSource(unittest.TestCase):
+    """Issue 36: tests/unit/ mirrors the source tree. A unit test file lives in the folder
+    of the source it tests (tests/unit/spank/relay/test_line_prefixer.cpp), includes at
+    least one header of that room and, of our code, only what that room may use itself:
+    no test file spans rooms."""
+
+    def unit_tests(self):
+        base = os.path.join(SOURCE, "tests", "unit")
+        for d, _, names in os.walk(base):
+            for n in sorted(names):
+                if n.startswith("test_") and n.endswith(".cpp"):
+                    yield d, n
+
+    def test_each_unit_test_lives_in_a_source_room(self):
+        wrong = []
+        for d, n in self.unit_tests():
+            room = source_room(d)
+            src = os.path.join(SOURCE, room)
+            has_sources = room != "." and os.path.isdir(src) and any(
+                x.endswith((".cpp", ".h")) for x in os.listdir(src))
+            if not has_sources:
+                wrong.append(f"tests/unit/{room}/{n}" if room != "." else f"tests/unit/{n}")
+        self.assertEqual(wrong, [], "unit tests outside a folder that mirrors a source folder")
+
+    def test_each_unit_test_names_one_room(self):
+        wrong = []
+        for d, n in self.unit_tests():
+            room = source_room(d)
+            if room == ".":
+                continue  # the test above names it
+            allowed = may_include(room)
+            with open(os.path.join(d, n), encoding="utf-8", errors="replace") as f:
+                includes = [f"{o}/{h}" for o, h in INCLUDE.findall(f.read())]
+            own = [i for i in includes if os.path.dirname(i) == room]
+            if not own:
+                wrong.append(f"tests/unit/{room}/{n} includes no header of {room}/")
+            for i in includes:
+                top = i.split("/", 1)[0]
+                if top in ("tests", "fuzz"):  # test helpers, a fuzz target's shared mode
+                    continue
+                key = "/".join(i.split("/")[:2]) if top == "spank" else top
+                if key not in allowed:
+                    wrong.append(f"tests/unit/{room}/{n} includes {i}")
+        self.assertEqual(wrong, [], "a unit test reaches past its room (ARCHITECTURE §2)")
 
 
 class ReadmeLayout(unittest.TestCase):

@@ -18,8 +18,11 @@
 #include <vector>
 
 #include "spank/relay/output_relay.h"
+#include "tests/unit/slurp.h"
+#include "spank/watchdog/hang_watchdog.h"  // kHangExitCode: the relay runs the watchdog
 
 using namespace gpudiag;
+using gpudiag::test::slurp;
 
 namespace {
 
@@ -29,13 +32,6 @@ struct Relayed {
   bool stuck = false;  // still running after max_s: killed
   double took = 0;     // seconds
 };
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Runs `script` under a relay whose own stdout/stderr are files; `before_exec` runs in
 // the program's process, `with_relay` in the test's once the relay is up.

@@ -11,17 +11,13 @@
 #include "healthcheck/gpu_probe.h"
 #include "healthcheck/p2p_matrix.h"
 #include "util/bus_bandwidth.h"
+#include "tests/unit/healthcheck/finding.h"
 
 using namespace gpudiag;
+using gpudiag::test::find;
 using nlohmann::json;
 
 namespace {
-
-const Finding* find(const CheckResult& r, const std::string& subject) {
-  for (const auto& f : r.findings)
-    if (f.subject == subject) return &f;
-  return nullptr;
-}
 
 json gpus(int n, const std::string& name = "NVIDIA H100 80GB HBM3") {
   json g = json::array();

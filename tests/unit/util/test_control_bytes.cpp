@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include "util/control_bytes.h"
-#include "spank/plan/env_writer.h"
 
 using namespace gpudiag;
 
@@ -22,7 +21,6 @@ TEST(ControlBytes, OneRuleForChecksAndEscapes) {
   EXPECT_FALSE(is_one_printable_line("a\x7f"));
   // Issue 21 A10: a C1 control (U+009B CSI) is refused where it would be escaped.
   EXPECT_FALSE(is_one_printable_line("run\xc2\x9b" "31m"));
-  EXPECT_FALSE(safe_env_value("run\xc2\x9b" "31m"));
   EXPECT_EQ(replace_control("a\x1b[2J\xc2\x9b" "b\n", ' '), "a [2J b ");
 }
 
@@ -34,7 +32,6 @@ TEST(ControlBytes, ALoneEightBitC1ByteIsAControlButNotInsideACharacter) {
   EXPECT_EQ(control_length("\x9d", 0), 1u);
   EXPECT_EQ(escape_control("a\x9b" "31m\x9d" "0;x\x07"), "a\\x9b31m\\x9d0;x\\x07");
   EXPECT_FALSE(is_one_printable_line("run\x9b" "31m"));
-  EXPECT_FALSE(safe_env_value("run\x9b" "31m"));
   const std::string dash = "a\xe2\x80\x94" "b\xf0\x9f\x98\x80";  // an em dash, an emoji
   EXPECT_TRUE(is_one_printable_line(dash));
   EXPECT_EQ(escape_control(dash), dash);
@@ -50,4 +47,13 @@ TEST(ControlBytes, JsonGetsDelAndC1AsUnicodeEscapes) {
   EXPECT_EQ(out, "{\n  \"m\": \"a\\u007fb\\u0080c\\u009b31m\\u009f\xc2\xa0\xc3\xa9\\u001b\"\n}");
   for (std::size_t i = 0; i < out.size(); ++i)
     EXPECT_TRUE(control_length(out, i) == 0 || out[i] == '\n') << i;
+}
+
+TEST(EscapeControl, EscapesC0DelAndC1KeepsText) {
+  EXPECT_EQ(escape_control("a\x1b[2Jb\x07"), "a\\x1b[2Jb\\x07");
+  EXPECT_EQ(escape_control("x\x7fy"), "x\\x7fy");
+  EXPECT_EQ(escape_control("csi\xc2\x9b" "31m"), "csi\\xc2\\x9b31m");
+  EXPECT_EQ(escape_control("caf\xc3\xa9 \xe2\x9c\x93"), "caf\xc3\xa9 \xe2\x9c\x93");  // UTF-8 text stays
+  EXPECT_EQ(escape_control("l1\n\tl2\r", true), "l1\n\tl2\\x0d");
+  EXPECT_EQ(escape_control("l1\nl2"), "l1\\x0al2");
 }

@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "spank/watchdog/hang_diag_dir.h"
+#include "tests/unit/slurp.h"
 
 using namespace gpudiag;
+using gpudiag::test::slurp;
 
 namespace {
 
@@ -28,13 +30,6 @@ struct TmpDir {
   }
   ~TmpDir() { std::system(("rm -rf '" + path + "'").c_str()); }
 };
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 

@@ -88,12 +88,6 @@ TEST(LinePrefixer, StrippingGivesBackTheExactBytesWhateverTheReads) {
   }
 }
 
-TEST(PrefixFormat, Placeholders) {
-  EXPECT_EQ(expand_prefix_format("[{host}:{rank}]", "gpu7", 12, 4), "[gpu7:12]");
-  EXPECT_EQ(expand_prefix_format("{host}/{local_rank}|{rank}", "n", 1, 0), "n/0|1");
-  EXPECT_EQ(expand_prefix_format("{nope}{", "n", 1, 0), "{nope}{");
-}
-
 TEST(LinePrefixer, MaxOutputBoundsWhatAnyInputTagsInto) {
   // Bare newlines are the worst case (a whole tagged line per byte); long lines, held
   // partial lines and every mix must stay within the bound too (issue 30.3).

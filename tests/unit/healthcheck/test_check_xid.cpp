@@ -4,8 +4,10 @@
 #include "healthcheck/check_xid.h"
 #include "healthcheck/xid_catalogue.h"
 #include "nodeinfo/kmsg.h"
+#include "tests/unit/healthcheck/finding.h"
 
 using namespace gpudiag;
+using gpudiag::test::find;
 
 namespace {
 
@@ -16,12 +18,6 @@ XidFacts facts(const std::string& kmsg_text, const std::string& boot = kBoot) {
   f.kmsg.log = parse_kmsg_text(kmsg_text);
   f.boot_id = boot;
   return f;
-}
-
-const Finding* find(const CheckResult& r, const std::string& subject) {
-  for (const auto& f : r.findings)
-    if (f.subject == subject) return &f;
-  return nullptr;
 }
 
 const char* kXid79 =

@@ -137,3 +137,20 @@ TEST(JobOwner, CredentialsOfAUserAndOfNoOne) {
             std::string::npos)
       << none.error();
 }
+
+TEST(StepId, ParsesAndRejects) {
+  auto a = parse_step_id("1234.0");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->job, "1234");
+  EXPECT_EQ(a->step, "0");
+  EXPECT_FALSE(parse_step_id("1234")->step);
+  for (const char* bad : {"", "12.x", "abc", ".1", "1.", "1;rm -rf"}) EXPECT_FALSE(parse_step_id(bad)) << bad;
+}
+
+TEST(Environ, FindsExactNames) {
+  static const char kEnv[] = "SLURM_JOB_ID_X=9\0SLURM_JOB_ID=42\0EMPTY=\0";
+  std::string env(kEnv, sizeof kEnv - 1);
+  EXPECT_EQ(environ_value(env, "SLURM_JOB_ID"), "42");
+  EXPECT_EQ(environ_value(env, "EMPTY"), "");
+  EXPECT_FALSE(environ_value(env, "SLURM"));
+}

@@ -17,19 +17,14 @@
 #include "stacks/verdict/flight_recorder.h"
 #include "stacks/verdict/owned_file.h"
 #include "stacks/verdict/pickle_reader.h"
+#include "tests/unit/slurp.h"
 
 using namespace gpudiag;
+using gpudiag::test::slurp;
 
 namespace {
 
 const std::string kDumps = std::string(GPUDIAG_SOURCE_DIR) + "/tests/data/torch-fr";
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 

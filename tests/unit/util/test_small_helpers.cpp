@@ -67,3 +67,18 @@ TEST(SmallHelpers, SizeTextIsExactInBinaryUnits) {
     EXPECT_EQ(parse_size(size_text(v).erase(size_text(v).find(' '), 1)), v) << size_text(v);
 }
 
+TEST(Duration, Units) {
+  EXPECT_EQ(parse_duration("90"), 90);
+  EXPECT_EQ(parse_duration("20s"), 20);
+  EXPECT_EQ(parse_duration("10m"), 600);
+  EXPECT_EQ(parse_duration("1.5m"), 90);
+  EXPECT_EQ(parse_duration("2h"), 7200);
+  for (const char* bad : {"", "-5", "5x", "m", "1e400", "nan", " 5", "5 s"}) EXPECT_FALSE(parse_duration(bad)) << bad;
+}
+
+TEST(Size, Units) {
+  EXPECT_EQ(parse_size("64M"), 64ull << 20);
+  EXPECT_EQ(parse_size("1GiB"), 1ull << 30);
+  EXPECT_EQ(parse_size("512"), 512ull);
+  for (const char* bad : {"", "-1G", "1Q", "G"}) EXPECT_FALSE(parse_size(bad)) << bad;
+}

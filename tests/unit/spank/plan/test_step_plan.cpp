@@ -9,16 +9,12 @@
 #include "spank/plan/env_writer.h"
 #include "spank/plan/step_plan.h"
 #include "spank/plan/visible_gpus.h"
+#include "tests/unit/spank/plan/plan_env.h"
 
 using namespace gpudiag;
+using namespace gpudiag::test;
 
 namespace {
-
-std::optional<std::string> env_of(const EnvList& env, const std::string& name) {
-  for (const auto& [k, v] : env)
-    if (k == name) return v;
-  return std::nullopt;
-}
 
 DiagOptions diag(const std::string& list) {
   auto d = parse_diag_list(list);

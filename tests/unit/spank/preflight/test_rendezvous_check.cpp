@@ -1,0 +1,99 @@
+// The rendezvous check's gathering (issue 22): the targets the program will see, a lookup
+// that hangs cut at its deadline, and the facts on this host.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "spank/preflight/rendezvous_check.h"
+
+using namespace gpudiag;
+
+TEST(Rendezvous, TargetsAreWhatTheProgramWillSee) {
+  const EnvList plugin{{"MASTER_ADDR", "10.1.0.1"}, {"MASTER_PORT", "61007"},
+                       {"PET_MASTER_ADDR", "10.1.0.1"}, {"PET_MASTER_PORT", "61007"}};
+  auto t = rendezvous_targets({}, plugin, true);
+  ASSERT_EQ(t.size(), 1u);  // one host, checked once
+  EXPECT_EQ(t[0].host, "10.1.0.1");
+  EXPECT_EQ(t[0].port, 61007);
+  EXPECT_FALSE(t[0].user_set);
+  EXPECT_TRUE(t[0].bind_here);
+  EXPECT_FALSE(rendezvous_targets({}, plugin, false)[0].bind_here);
+
+  // The user's values win, as apply_env keeps them, and are never bound here.
+  t = rendezvous_targets({{"MASTER_ADDR", "head"}, {"PET_RDZV_ENDPOINT", "[fe80::1]:29400"}}, plugin, true);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].var, "MASTER_ADDR");
+  EXPECT_EQ(t[0].host, "head");
+  EXPECT_TRUE(t[0].user_set);
+  EXPECT_FALSE(t[0].bind_here);
+  EXPECT_EQ(t[1].var, "PET_MASTER_ADDR");
+  EXPECT_EQ(t[2].host, "fe80::1");
+  EXPECT_EQ(t[2].port, 29400);
+  EXPECT_TRUE(t[2].user_set);
+
+  t = rendezvous_targets({{"PET_RDZV_ENDPOINT", "head:29400"}, {"PET_MASTER_ADDR", "head"}}, {}, true);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].var, "PET_MASTER_ADDR");
+  EXPECT_TRUE(t[0].user_set);
+  // A user's port moves the store: the plugin's address is then not bound here either.
+  t = rendezvous_targets({{"MASTER_PORT", "1234"}}, plugin, true);
+  EXPECT_EQ(t[0].port, 1234);
+  EXPECT_FALSE(t[0].bind_here);
+  EXPECT_TRUE(rendezvous_targets({}, {}, true).empty());
+}
+
+// A resolver that does not answer, as getaddrinfo does while a dead DNS server times out.
+static int hanging_lookup(const char*, const char*, const struct addrinfo*, struct addrinfo**) {
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  return EAI_AGAIN;
+}
+
+TEST(Rendezvous, ALookupThatHangsIsCutAtTheDeadline) {
+  RendezvousTarget t{"MASTER_ADDR", "gpu001", 61007, false, true};
+  auto f = gather_rendezvous(t, 0.2, hanging_lookup);
+  EXPECT_TRUE(f.timed_out);
+  EXPECT_TRUE(f.addresses.empty());
+  EXPECT_EQ(f.bind_error, "");  // nothing more is tried without an address
+  auto v = judge_rendezvous({f}, "gpu017", true, 0.2);
+  ASSERT_TRUE(v.fail);
+  EXPECT_NE(v.fail->find("MASTER_ADDR gpu001 did not resolve on gpu017 within 0.2 s"), std::string::npos) << *v.fail;
+}
+
+// The gathering half, on this machine's own resolver and sockets.
+TEST(Rendezvous, GatherOnThisHost) {
+  RendezvousTarget t{"MASTER_ADDR", "localhost", 0, false, false};
+  auto f = gather_rendezvous(t, 5);
+  EXPECT_FALSE(f.timed_out);
+  EXPECT_EQ(f.resolve_error, "");
+  EXPECT_FALSE(f.addresses.empty());
+  EXPECT_EQ(f.route_error, "");
+
+  t.host = "gpudiag-test-node.invalid";  // RFC 6761: never resolves
+  f = gather_rendezvous(t, 5);
+  EXPECT_TRUE(!f.resolve_error.empty() || f.timed_out);
+
+  t.host = "127.0.0.1";
+  int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  struct sockaddr_in6 a {};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<struct sockaddr*>(&a), &len), 0);
+  t.port = ntohs(a.sin6_port);
+  t.bind_here = true;
+  f = gather_rendezvous(t, 5);
+  EXPECT_NE(f.bind_error, "");  // a listener holds it
+  ::close(fd);
+  f = gather_rendezvous(t, 5);
+  EXPECT_EQ(f.bind_error, "");
+}
