@@ -23,6 +23,7 @@
 #include "fabric/node_differs.h"
 #include "fabric/pair_plan.h"
 #include "fabric/pair_verdict.h"
+#include "util/private_file.h"
 #include "util/tcp.h"
 
 namespace gpudiag::fabric {
@@ -372,25 +373,12 @@ void serve(int listen_fd, std::string token, CoordinatorSettings s) {
 }  // namespace
 
 std::string write_report_file(const std::string& dir, const std::string& name, const std::string& text, uid_t uid) {
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0) return dir + ": " + std::strerror(errno);
-  struct stat st {};
-  if (::fstat(dfd, &st) != 0 || st.st_uid != uid || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-    ::close(dfd);
-    return dir + " is not your own private directory";
-  }
-  int fd = ::openat(dfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-  ::close(dfd);
-  if (fd < 0) return dir + "/" + name + ": " + std::strerror(errno);
-  std::size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    off += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  return off == text.size() ? "" : dir + "/" + name + ": short write";
+  const DirOpen d = open_private_dir(dir.c_str(), uid);
+  if (d.not_private) return dir + " is not your own private directory";
+  if (d.fd < 0) return dir + ": " + std::strerror(d.err);
+  const NewWrite w = write_new_file(d.fd, {name}, text);
+  ::close(d.fd);
+  return w.step == NewWrite::done ? "" : dir + "/" + name + ": " + std::strerror(w.err);
 }
 
 CoordinatorStart start_fabric_coordinator(const CoordinatorSettings& s) {

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "healthcheck/baseline_config.h"
-#include "healthcheck/atomic_file.h"
 #include "healthcheck/check_runner.h"
 #include "healthcheck/drain_policy.h"
 #include "healthcheck/formats.h"
@@ -24,6 +23,7 @@
 #include "healthcheck/slurm_node.h"
 #include "config/config.h"
 #include "util/control_bytes.h"
+#include "util/private_file.h"
 #include "util/text_lists.h"
 #include "util/this_host.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "healthcheck/atomic_file.h"
+#include "util/private_file.h"
 
 namespace gpudiag {
 namespace {

@@ -2,7 +2,7 @@
 // What a check remembers between runs ("since the last run"): one small JSON file per
 // node, <state_dir>/<node>.json, {"version": 1, "node": ..., "checks": {"xid": ...}}.
 // Written atomically, 0600 in a 0700 directory; never through a symlink; read and
-// written within a deadline (atomic_file.h). A file that is missing, garbage,
+// written within a deadline (util/private_file.h). A file that is missing, garbage,
 // unreadable or on a filesystem that does not answer means "no previous run" (with a
 // note saying why), never an error that stops the checks.
 #include <nlohmann/json.hpp>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "healthcheck/atomic_file.h"
+#include "util/private_file.h"
 #include "util/result.h"
 
 namespace gpudiag {

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "util/control_bytes.h"
+#include "util/private_file.h"
 
 namespace gpudiag {
 
@@ -26,16 +27,19 @@ std::string default_diag_dir(const std::string& submit_dir, const std::string& c
 
 std::optional<std::string> distrust_diag_dir(const DirFacts& f, uid_t uid) {
   if (!f.exists) return std::string("does not exist");
-  if (f.is_symlink) return std::string("is a symbolic link, not a directory made by you");
-  if (!f.is_dir) return std::string("exists and is not a directory");
-  if (f.owner != uid)
-    return "belongs to another user (uid " + std::to_string(f.owner) + "), not to you (uid " + std::to_string(uid) + ")";
-  if (f.mode & (S_IWGRP | S_IWOTH)) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(f.mode & 07777));
-    return std::string("is writable by others (mode ") + mode + ")";
+  // The rule is util/private_file.h's; the words are the diag dir's.
+  const mode_t type = f.is_symlink ? S_IFLNK : f.is_dir ? S_IFDIR : S_IFREG;
+  switch (judge_private_dir(type | (f.mode & 07777), f.owner, uid)) {
+    case DirVerdict::ok: return std::nullopt;
+    case DirVerdict::link: return std::string("is a symbolic link, not a directory made by you");
+    case DirVerdict::not_dir: return std::string("exists and is not a directory");
+    case DirVerdict::other_owner:
+      return "belongs to another user (uid " + std::to_string(f.owner) + "), not to you (uid " + std::to_string(uid) + ")";
+    case DirVerdict::open_to_others: break;
   }
-  return std::nullopt;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(f.mode & 07777));
+  return std::string("is writable by others (mode ") + mode + ")";
 }
 
 DirFacts read_dir_facts(const std::string& dir) {
@@ -116,7 +120,7 @@ std::vector<AncestorFacts> read_ancestor_facts(const std::string& resolved_dir) 
 std::optional<DiagDirProblem> claim_diag_dir(std::string& dir, uid_t uid, const std::vector<gid_t>& trusted_groups) {
   if (!is_one_printable_line(dir))
     return DiagDirProblem{DiagDirProblem::kBadName, "the diag dir name holds control characters (from the submit dir?)"};
-  if (::mkdir(dir.c_str(), 0700) != 0) {
+  if (::mkdir(dir.c_str(), kPrivateDirMode) != 0) {
     if (errno != EEXIST)
       return DiagDirProblem{DiagDirProblem::kCannotCreate, "cannot create the diag dir " + dir + ": " + std::strerror(errno)};
     if (auto why = distrust_diag_dir(read_dir_facts(dir), uid))

@@ -1,9 +1,6 @@
 #include "spank/watchdog/hang_diag_dir.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +9,7 @@
 #include "spank/watchdog/hang_spread.h"
 #include "util/control_bytes.h"
 #include "util/deadline_child.h"
+#include "util/private_file.h"
 
 namespace gpudiag {
 namespace {
@@ -29,53 +27,19 @@ struct Outcome {
 
 void answer(int out, const Outcome& o) { write_whole(out, &o, sizeof o); }
 
-// The diag dir, opened once: what is made or read in it goes through this fd, so a dir
-// renamed or replaced since the task checked it is never used by name (issue 21 A3).
-int open_private_dir(const char* dir, Outcome& o) {
-  const int dfd = ::open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0) {
-    o.what = 'o';
-    o.err = errno;
-    return -1;
+// The diag dir, opened once (util/private_file.h): what is made or read in it goes
+// through this fd, so a dir renamed or replaced since the task checked it is never used
+// by name (issue 21 A3).
+int open_diag_dir(const char* dir, uid_t uid, Outcome& o) {
+  const DirOpen d = open_private_dir(dir, uid);
+  if (d.fd < 0) {
+    o.what = d.not_private ? 'p' : 'o';
+    o.err = d.err;
   }
-  struct stat st;
-  if (::fstat(dfd, &st) != 0 || st.st_uid != ::getuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-    o.what = 'p';
-    ::close(dfd);
-    return -1;
-  }
-  return dfd;
-}
-
-// A new regular file, never an existing name: with O_EXCL neither a FIFO (which would
-// block the open) nor a link (which would aim the write elsewhere) is ever opened.
-int create_private(int dfd, const char* name) {
-  const int fd = ::openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-  if (fd < 0) return -1;
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    errno = EINVAL;
-    return -1;
-  }
-  return fd;
+  return d.fd;
 }
 
 // Back in the caller.
-
-std::string random_suffix() {
-  static const char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  unsigned char raw[6] = {};
-  if (::getentropy(raw, sizeof raw) != 0) {
-    timespec ts;
-    ::clock_gettime(CLOCK_REALTIME, &ts);
-    const auto t = static_cast<unsigned long>(ts.tv_nsec) ^ (static_cast<unsigned long>(::getpid()) << 20);
-    for (std::size_t i = 0; i < sizeof raw; ++i) raw[i] = static_cast<unsigned char>(t >> (8 * i));
-  }
-  std::string s;
-  for (unsigned char c : raw) s += kChars[c % (sizeof kChars - 1)];
-  return s;
-}
 
 Outcome outcome_of(const std::string& got, std::string* rest = nullptr) {
   Outcome o;
@@ -111,18 +75,17 @@ bool HangDiagDir::bounded(double timeout_s, std::size_t max_bytes, const std::fu
 bool HangDiagDir::claim_declared(const std::string& host) {
   if (dir_.empty()) return true;
   const std::string text = host + "\n";
+  const std::vector<std::string> name = {kDeclaredName};
   const char* dir = dir_.c_str();
+  const uid_t uid = ::getuid();
   std::string got;
   if (!bounded(timeout_s_, sizeof(Outcome), [&](int out) {
         Outcome o;
-        const int dfd = open_private_dir(dir, o);
+        const int dfd = open_diag_dir(dir, uid, o);
         if (dfd < 0) return answer(out, o);
-        const int fd = create_private(dfd, kDeclaredName);
-        o.what = fd >= 0 || errno != EEXIST ? 'k' : 't';
-        if (fd >= 0) {
-          write_whole(fd, text.data(), text.size());
-          ::close(fd);
-        }
+        const NewWrite w = write_new_file(dfd, name, text);
+        ::close(dfd);
+        o.what = w.step == NewWrite::create && w.err == EEXIST ? 't' : 'k';
         answer(out, o);
       }, got))
     return true;
@@ -132,17 +95,17 @@ bool HangDiagDir::claim_declared(const std::string& host) {
 std::string HangDiagDir::declared_by() {
   if (dir_.empty()) return "";
   const char* dir = dir_.c_str();
+  const uid_t uid = ::getuid();
   std::string got;
   if (!bounded(timeout_s_, sizeof(Outcome) + 256, [&](int out) {
         Outcome o;
-        const int dfd = open_private_dir(dir, o);
+        const int dfd = open_diag_dir(dir, uid, o);
         if (dfd < 0) return answer(out, o);
-        const int fd = ::openat(dfd, kDeclaredName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        const OpenedFile f = open_regular_file(dfd, kDeclaredName);
         ::close(dfd);
         char buf[256];
-        struct stat st;
-        const ssize_t n = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? ::read(fd, buf, sizeof buf - 1) : -1;
-        if (fd >= 0) ::close(fd);
+        const long n = f.fd >= 0 ? read_up_to(f.fd, buf, sizeof buf - 1) : -1;
+        if (f.fd >= 0) ::close(f.fd);
         o.what = n > 0 ? 'k' : 'o';
         answer(out, o);
         if (n > 0) write_whole(out, buf, static_cast<std::size_t>(n));
@@ -163,14 +126,13 @@ bool HangDiagDir::ask_torch(const std::vector<int>& ranks) {
   std::string got;
   if (!bounded(timeout_s_, sizeof(Outcome), [&](int out) {
         Outcome o;
-        const int dfd = open_private_dir(dir, o);
+        const int dfd = open_diag_dir(dir, uid, o);
         if (dfd < 0) return answer(out, o);
         o.what = 'k';
         for (const auto& p : pipes) {
-          const int fd = ::openat(dfd, p.c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+          const int fd = open_owned_fifo(dfd, p.c_str(), uid);
           if (fd < 0) continue;
-          struct stat st;
-          if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_uid == uid && ::write(fd, "1\n", 2) == 2) o.err = 1;
+          if (::write(fd, "1\n", 2) == 2) o.err = 1;
           ::close(fd);
         }
         ::close(dfd);
@@ -187,32 +149,19 @@ std::string HangDiagDir::write_report(const std::string& host, const std::string
     return "";
   }
   std::vector<std::string> names = {"hang." + host + ".txt"};
-  for (int i = 0; i < kSpareReportNames; ++i) names.push_back("hang." + host + "." + random_suffix() + ".txt");
+  for (auto& spare : random_names("hang." + host + ".", ".txt", kSpareReportNames)) names.push_back(std::move(spare));
   const char* dir = dir_.c_str();
+  const uid_t uid = ::getuid();
   std::string got;
   if (!bounded(timeout_s_, sizeof(Outcome), [&](int out) {
         Outcome o;
-        const int dfd = open_private_dir(dir, o);
+        const int dfd = open_diag_dir(dir, uid, o);
         if (dfd < 0) return answer(out, o);
-        int fd = -1;
-        for (std::size_t i = 0; i < names.size(); ++i) {
-          o.name = static_cast<int>(i);
-          fd = create_private(dfd, names[i].c_str());
-          if (fd >= 0 || errno != EEXIST) break;
-        }
-        if (fd < 0) {
-          o.what = 'c';
-          o.err = errno;
-          ::close(dfd);
-          return answer(out, o);
-        }
+        const NewWrite w = write_new_file(dfd, names, text);
         ::close(dfd);
-        const bool written = write_whole(fd, text.data(), text.size());
-        o.err = errno;
-        // NFS reports a failed write back at the close.
-        const bool closed = ::close(fd) == 0;
-        if (written && !closed) o.err = errno;
-        o.what = written && closed ? 'k' : 'w';
+        o.name = static_cast<int>(w.name);
+        o.err = w.err;
+        o.what = w.step == NewWrite::done ? 'k' : w.step == NewWrite::create ? 'c' : 'w';
         answer(out, o);
       }, got)) {
     why = silent_;
@@ -235,10 +184,11 @@ bool HangDiagDir::names(std::vector<std::string>& out) {
   out.clear();
   if (dir_.empty()) return false;
   const char* dir = dir_.c_str();
+  const uid_t uid = ::getuid();
   std::string got;
   if (!bounded(timeout_s_, 4u << 20, [&](int out_fd) {
         Outcome o;
-        const int dfd = open_private_dir(dir, o);
+        const int dfd = open_diag_dir(dir, uid, o);
         if (dfd < 0) return answer(out_fd, o);
         o.what = 'k';
         answer(out_fd, o);

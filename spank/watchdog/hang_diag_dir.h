@@ -8,10 +8,10 @@
 // no answer, the dir counts as not answering and the later steps are skipped at once:
 // the kill waits for the diag dir one deadline at most, however many steps remain.
 //
-// The checks are those the relay made itself before: the dir is opened once
-// (O_DIRECTORY|O_NOFOLLOW, then fstat: still this user's private dir) and every name
-// made or read relative to that fd; a report or hang.declared is only ever a new
-// regular file (O_CREAT|O_EXCL|O_NOFOLLOW|O_NONBLOCK, 0600, then fstat).
+// The checks are the rules of util/private_file.h: the dir is opened once (not a link,
+// then fstat: still this user's private dir) and every name made or read relative to
+// that fd; a report or hang.declared is only ever a new regular file (0600), a taken
+// report name gives hang.<host>.<random>.txt, and torch is asked only through its FIFO.
 #include <cstddef>
 #include <functional>
 #include <string>

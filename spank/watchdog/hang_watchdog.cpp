@@ -19,6 +19,7 @@
 #include "spank/watchdog/hang_diag_dir.h"
 #include "spank/watchdog/hang_spread.h"
 #include "stacks/stack_report.h"
+#include "util/private_file.h"
 
 namespace gpudiag {
 namespace {
@@ -47,15 +48,12 @@ void sleep_s(double s) {
   }
 }
 
-bool private_dir_of(const struct stat& st, uid_t uid) {
-  return S_ISDIR(st.st_mode) && st.st_uid == uid && (st.st_mode & 077) == 0;
-}
-
 DirFact dir_fact(const std::string& path, uid_t uid, uid_t& owner) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? DirFact::missing : DirFact::taken;
   owner = st.st_uid;
-  return private_dir_of(st, uid) ? DirFact::ours : DirFact::taken;
+  return judge_private_dir(st.st_mode, st.st_uid, uid, DirPrivacy::no_other_access) == DirVerdict::ok ? DirFact::ours
+                                                                                                      : DirFact::taken;
 }
 
 void say(const std::string& line) {
@@ -97,7 +95,7 @@ HangWatchdog::HangWatchdog(HangWatch w, pid_t child) : w_(std::move(w)), child_(
     for (const auto& n : names) facts.push_back(dir_fact(n, uid, squatter));
     pick = pick_state_dir(facts);
     if (pick.use < 0 && pick.create >= 0) {
-      if (::mkdir(names[static_cast<std::size_t>(pick.create)].c_str(), 0700) == 0) created = true;
+      if (::mkdir(names[static_cast<std::size_t>(pick.create)].c_str(), kPrivateDirMode) == 0) created = true;
       else if (errno != EEXIST) {
         error_ = "cannot create " + names[static_cast<std::size_t>(pick.create)] + ": " + std::strerror(errno);
         return;
@@ -126,8 +124,17 @@ HangWatchdog::HangWatchdog(HangWatch w, pid_t child) : w_(std::move(w)), child_(
               "the hang watchdog uses " + names[static_cast<std::size_t>(pick.use)] + " instead";
   }
   w_.state_dir = names[static_cast<std::size_t>(pick.use)];
-  my_file_ = w_.state_dir + "/task." + std::to_string(w_.rank);
-  fd_ = ::open(my_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  // From here on the dir is used through this fd (util/private_file.h), checked again:
+  // a name swapped since the walk above is not followed.
+  dir_fd_ = open_dir_fd(w_.state_dir.c_str());
+  if (dir_fd_ < 0 || !is_private_dir_fd(dir_fd_, uid, DirPrivacy::no_other_access)) {
+    error_ = "cannot use " + w_.state_dir + ": " +
+             (dir_fd_ < 0 ? std::string(std::strerror(errno)) : "no longer this user's private directory");
+    return;
+  }
+  my_name_ = "task." + std::to_string(w_.rank);
+  my_file_ = w_.state_dir + "/" + my_name_;
+  fd_ = open_own_file(dir_fd_, my_name_.c_str(), true);
   if (fd_ < 0) {
     error_ = "cannot create " + my_file_ + ": " + std::strerror(errno);
     return;
@@ -141,14 +148,16 @@ HangWatchdog::HangWatchdog(HangWatch w, pid_t child) : w_(std::move(w)), child_(
 
 HangWatchdog::~HangWatchdog() {
   stop_spread_listener(listener_);
-  if (fd_ < 0) return;
-  ::close(fd_);
-  ::unlink(my_file_.c_str());
-  // The last task of the node out removes the directory.
-  if (node_tasks().empty()) {
-    ::unlink((w_.state_dir + "/" + kMarker).c_str());
-    ::rmdir(w_.state_dir.c_str());
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlinkat(dir_fd_, my_name_.c_str(), 0);
+    // The last task of the node out removes the directory.
+    if (node_tasks().empty()) {
+      ::unlinkat(dir_fd_, kMarker, 0);
+      ::rmdir(w_.state_dir.c_str());
+    }
   }
+  if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
 void HangWatchdog::output_seen() {
@@ -167,10 +176,10 @@ std::vector<std::pair<int, pid_t>> HangWatchdog::node_tasks() const {
     if (std::strncmp(e->d_name, "task.", 5) != 0) continue;
     int rank = std::atoi(e->d_name + 5);
     char buf[32] = {};
-    int fd = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) continue;
-    [[maybe_unused]] ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
+    const OpenedFile f = open_regular_file(::dirfd(d), e->d_name);
+    if (f.fd < 0) continue;
+    read_up_to(f.fd, buf, sizeof buf - 1);
+    ::close(f.fd);
     pid_t pid = static_cast<pid_t>(std::atol(buf));
     if (pid > 0) out.emplace_back(rank, pid);
   }
@@ -182,10 +191,10 @@ std::vector<std::pair<int, pid_t>> HangWatchdog::node_tasks() const {
 bool HangWatchdog::ended_for_hang() const {
   if (w_.duration_s <= 0 || !w_.kill) return false;
   char buf[8] = {};
-  int fd = ::open((w_.state_dir + "/" + kMarker).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return false;
-  [[maybe_unused]] ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
+  const OpenedFile f = open_regular_file(dir_fd_, kMarker);
+  if (f.fd < 0) return false;
+  read_up_to(f.fd, buf, sizeof buf - 1);
+  ::close(f.fd);
   return std::strncmp(buf, "kill", 4) == 0;
 }
 
@@ -238,7 +247,7 @@ void HangWatchdog::tick() {
   // One relay per node acts: whoever creates the marker. "dump" until the SIGTERM is
   // out, so the node's other relays do not start their SIGKILL countdown while the
   // step's nodes are still looking at their tasks.
-  int m = ::open((w_.state_dir + "/" + kMarker).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int m = create_new_file(dir_fd_, kMarker);
   if (m < 0) return;
   const char* what = w_.kill ? "dump\n" : "report\n";
   [[maybe_unused]] ssize_t n = ::write(m, what, std::strlen(what));
@@ -318,7 +327,7 @@ void HangWatchdog::declare_hang(bool asked) {
   if (w_.kill) {
     if (spread) wait_for_other_nodes(start, asked_torch, diag);
     // Now the node's other relays count down to their SIGKILL.
-    int m = ::open((w_.state_dir + "/" + kMarker).c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+    int m = open_own_file(dir_fd_, kMarker, false);
     if (m >= 0) {
       [[maybe_unused]] ssize_t n = ::write(m, "kill\n", 5);
       ::close(m);

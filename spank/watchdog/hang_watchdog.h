@@ -21,7 +21,8 @@
 // - The state dir is /dev/shm/gpudiag-<uid>-<step>, whose name anyone can predict and
 //   create first. A name that is not this user's private directory (lstat: a directory,
 //   owned by the user, no group or other access, not a link) is skipped for the next of
-//   a fixed list (<name>.1 ... <name>.8). The list is fixed so that the node's tasks,
+//   a fixed list (<name>.1 ... <name>.8); the rule is util/private_file.h's, and once
+//   picked the dir is used through an fd. The list is fixed so that the node's tasks,
 //   which start at the same time and cannot talk yet, all walk it the same way and meet
 //   in the first name that is theirs (mkdir makes exactly one of them its creator). The
 //   creator says on stderr which name was taken and by whom. When every name is taken,
@@ -33,9 +34,10 @@
 //   they start, which only the plugin's slurmstepd side could hand down.
 //   Left open: a neighbour who deletes a squatted name in the instant between two tasks'
 //   walks can split the node's tasks into two groups that each watch themselves.
-// - The report is created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW|O_NONBLOCK, 0600, then
-//   fstat: a regular file): a FIFO or link at hang.<host>.txt is never opened, and the
-//   report goes to hang.<host>.<random>.txt instead (or, failing that, to stderr). The
+// - The report is created exclusively (util/private_file.h: O_CREAT|O_EXCL|O_NOFOLLOW|
+//   O_NONBLOCK, 0600, then fstat: a regular file): a FIFO or link at hang.<host>.txt is
+//   never opened, and the report goes to hang.<host>.<random>.txt instead (or, failing
+//   that, to stderr). The
 //   message names where it went. The diag dir is opened once (O_DIRECTORY|O_NOFOLLOW,
 //   then fstat: still this user's private dir) and the report made with openat. A step
 //   without a diag dir (a neighbour took its name) still has the watchdog: the report
@@ -90,8 +92,9 @@ class HangWatchdog {
 
   HangWatch w_;
   pid_t child_;
-  int fd_ = -1;
-  std::string my_file_;
+  int fd_ = -1;      // this task's file in the state dir
+  int dir_fd_ = -1;  // the state dir, checked private (util/private_file.h)
+  std::string my_name_, my_file_;
   std::string error_;
   std::string notice_;
   double last_touch_ = 0;

@@ -1,19 +1,16 @@
 #include "stacks/verdict/flight_recorder.h"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <map>
 
-#include "stacks/verdict/owned_file.h"
 #include "stacks/verdict/pickle_reader.h"
 #include "util/control_bytes.h"
+#include "util/private_file.h"
 
 namespace gpudiag {
 namespace {
@@ -113,7 +110,7 @@ std::string flight_absent_finding() {
 
 std::vector<FlightRank> read_flight_dumps(const std::string& dir, uid_t owner) {
   std::vector<FlightRank> out;
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int dfd = open_dir_fd(dir.c_str());
   if (dfd < 0) return out;
   DIR* d = ::fdopendir(dfd);
   if (!d) {

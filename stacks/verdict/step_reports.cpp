@@ -1,16 +1,13 @@
 #include "stacks/verdict/step_reports.h"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
-#include "stacks/verdict/owned_file.h"
 #include "util/control_bytes.h"
+#include "util/private_file.h"
 
 namespace gpudiag {
 
@@ -24,7 +21,7 @@ std::string hang_report_node(std::string_view n) {
 
 StepReports read_step_reports(const std::string& dir, uid_t uid) {
   StepReports out;
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int dfd = open_dir_fd(dir.c_str());
   if (dfd < 0) return out;
   DIR* d = ::fdopendir(dfd);
   if (!d) {

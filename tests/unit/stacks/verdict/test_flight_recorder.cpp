@@ -15,7 +15,6 @@
 #include <string>
 
 #include "stacks/verdict/flight_recorder.h"
-#include "stacks/verdict/owned_file.h"
 #include "stacks/verdict/pickle_reader.h"
 #include "tests/unit/slurp.h"
 
@@ -117,29 +116,3 @@ TEST(FlightRecorder, ReadsWhatARealTorchWrote) {
   EXPECT_EQ(in_flight.last_state, "scheduled");
 }
 
-// The one rule both readers of a step's diag dir use (stacks/verdict/owned_file.*): a
-// regular file of the owner, read up to the bound; a link, a FIFO and another owner's
-// file are refused without blocking.
-TEST(OwnedFile, OnlyARegularFileOfTheOwnerUpToTheBound) {
-  char tmpl[] = "/tmp/gpudiag-owned-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-  { std::ofstream(dir + "/plain") << "0123456789"; }
-  ASSERT_EQ(::symlink((dir + "/plain").c_str(), (dir + "/link").c_str()), 0);
-  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  ASSERT_GE(dfd, 0);
-  auto whole = read_owned_file(dfd, "plain", ::geteuid(), 64);
-  EXPECT_TRUE(whole.read);
-  EXPECT_EQ(whole.bytes, "0123456789");
-  EXPECT_EQ(read_owned_file(dfd, "plain", ::geteuid(), 4).bytes, "0123");
-  EXPECT_FALSE(read_owned_file(dfd, "link", ::geteuid(), 64).read);
-  auto fifo = read_owned_file(dfd, "fifo", ::geteuid(), 64);
-  EXPECT_FALSE(fifo.read);
-  EXPECT_EQ(fifo.why, "not a file of the job's owner");
-  EXPECT_FALSE(read_owned_file(dfd, "plain", ::geteuid() + 1, 64).read);
-  EXPECT_FALSE(read_owned_file(dfd, "missing", ::geteuid(), 64).read);
-  ::close(dfd);
-  for (const char* n : {"plain", "link", "fifo"}) ::unlink((dir + "/" + n).c_str());
-  ::rmdir(dir.c_str());
-}
