@@ -67,6 +67,9 @@ Result<std::vector<ListedPid>> parse_listpids(std::string_view text) {
     pos = nl == std::string_view::npos ? text.size() : nl + 1;
     auto w = words(line);
     if (w.empty() || w[0] == "PID") continue;
+    // A task with no process (not forked yet, or ended and reaped while scontrol asked
+    // slurmstepd) is listed with pid -1: nothing to read, and no reason to fail the rest.
+    if (w.size() == 5 && w[0] == "-1") continue;
     auto pid = w.size() == 5 ? small_number(w[0]) : std::nullopt;
     auto global_id = w.size() == 5 && w[4] != "-" ? small_number(w[4]) : std::optional<int>(-1);
     if (!pid || *pid == 0 || !global_id)

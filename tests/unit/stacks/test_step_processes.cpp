@@ -58,11 +58,23 @@ TEST(Listpids, ParsesRealOutput) {
   EXPECT_EQ(l[4].step, "batch");
 }
 
+// Seen on Slurm 22.05 while a step's task was exiting (e2e_stacks_in_slurm, once): a task
+// without a process is listed with pid -1 among the live ones.
+TEST(Listpids, ATaskWithoutAProcessIsSkipped) {
+  auto l = parse_listpids("PID      JOBID    STEPID   LOCALID GLOBALID\n-1       4        1        0       0\n"
+                          "4242     4        1        1       1\n");
+  ASSERT_TRUE(l);
+  ASSERT_EQ(l->size(), 1u);
+  EXPECT_EQ((*l)[0].pid, 4242);
+  EXPECT_EQ((*l)[0].global_id, 1);
+}
+
 TEST(Listpids, RejectsWhatItCannotRead) {
   EXPECT_FALSE(parse_listpids("PID JOBID STEPID LOCALID GLOBALID\n12 1 0 0\n"));
   EXPECT_FALSE(parse_listpids("x 1 0 0 0\n"));
   EXPECT_FALSE(parse_listpids("12 1 0 0 99999999999999\n"));  // no exception either
   EXPECT_FALSE(parse_listpids("0 1 0 0 0\n"));
+  EXPECT_FALSE(parse_listpids("-2 1 0 0 0\n"));
   auto empty = parse_listpids("PID      JOBID    STEPID   LOCALID GLOBALID\n");
   ASSERT_TRUE(empty);
   EXPECT_TRUE(empty->empty());
