@@ -6,7 +6,7 @@
 #include <string>
 
 #include "probe/cuda_api.h"
-#include "probe/lib_loader.h"
+#include "util/lib_loader.h"
 
 namespace gpudiag::probe {
 
