@@ -8,8 +8,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "fabric/rdma_verbs.h"
+#include "util/control_bytes.h"
 #include "util/tcp.h"
 
 namespace gpudiag::fabric {
@@ -130,6 +133,12 @@ TaskOutcome run_fabric_task(TaskSide s) {
       s.hello.listen_port = port;
     }
   }
+  std::unique_ptr<RdmaNode> rdma;
+  if (s.leader) {
+    if (!s.rdma) s.hello.rdma_none = "fabric.rdma: false";
+    else rdma = RdmaNode::open(s.rdma_library, s.nccl_ib_hca, s.nccl_ib_gid_index, s.hello.rdma_none);
+    if (rdma) s.hello.rdma_hca = rdma->hca_port();
+  }
   int srun = tcp_connect(s.srun_addr, s.endpoint.port, kConnect_s, out.detail);
   if (srun < 0) {
     out.detail = "cannot reach srun at " + s.srun_addr + ":" + std::to_string(s.endpoint.port) + ": " + out.detail;
@@ -177,9 +186,29 @@ TaskOutcome run_fabric_task(TaskSide s) {
           done = true;
         } else if (s.leader) {
           TestReport r;
-          r.kind = TestReport::kSent;
           r.peer = order->peer;
-          r.error = send_to(*order, s.endpoint.token, s.hello.node_id);
+          r.kind = TestReport::kSent;
+          if (order->kind == Order::kSend) {
+            r.error = send_to(*order, s.endpoint.token, s.hello.node_id);
+          } else if (!rdma) {
+            r.kind = order->kind == Order::kQp ? TestReport::kQp
+                                                : (order->kind == Order::kConnect ? TestReport::kReady : TestReport::kWritten);
+            r.error = "no RDMA on " + s.hello.node;
+          } else if (order->kind == Order::kQp) {
+            r.kind = TestReport::kQp;
+            if (auto q = rdma->make_qp(order->peer, r.error)) r.qp = *q;
+          } else if (order->kind == Order::kConnect) {
+            r.kind = TestReport::kReady;
+            r.error = rdma->connect(order->peer, order->qp);
+          } else {
+            r.kind = TestReport::kWritten;
+            auto w = rdma->write_for(order->peer, order->ms);
+            r.bytes = w.bytes;
+            r.usec = w.usec;
+            r.error = w.error;
+          }
+          if (!is_one_printable_line(r.error)) r.error = escape_control(r.error);
+          if (r.error.size() > 300) r.error = r.error.substr(0, 300);  // a report line is bounded
           if (!send_line(srun, format_test_report(r))) done = true;
         }
       }
