@@ -84,5 +84,32 @@ TEST(BaselineYaml, KeepsTheTrustedGroupsOfTheLoadedConfig) {
   EXPECT_EQ(back->plugin.diag_dir_trusted_groups, loaded.plugin.diag_dir_trusted_groups);
 }
 
+// Issue 32: the fabric test's RDMA floor from the GPU-fabric port's rate; the TCP floor
+// and every other fabric key kept as loaded.
+TEST(BaselineYaml, WritesTheRdmaFloorFromThePortRateAndKeepsTheFabricKeys) {
+  Config loaded;
+  loaded.fabric.action = "warn";
+  loaded.fabric.min_gbps = 5;
+  Baseline b = derive_baseline(BaselineFacts{}, loaded);
+  b.ib.rate_gbps = 400;
+  const std::string yaml = baseline_yaml(b, BaselineFacts{}, loaded, "today");
+  const auto at = yaml.find("\nfabric:\n");
+  ASSERT_NE(at, std::string::npos) << yaml;
+  std::size_t end = at + 1;
+  do end = yaml.find('\n', end) + 1;
+  while (end < yaml.size() && (yaml[end] == ' ' || yaml[end] == '#'));
+  auto back = parse_config(yaml.substr(at + 1, end - at - 1), "baseline");
+  ASSERT_TRUE(back) << back.error() << "\n" << yaml;
+  EXPECT_EQ(back->fabric.rdma_min_gbps, 200);
+  EXPECT_EQ(back->fabric.min_gbps, 5);
+  EXPECT_EQ(back->fabric.action, "warn");
+  // A floor the site set stays; no rate known, none is made up.
+  loaded.fabric.rdma_min_gbps = 150;
+  EXPECT_NE(baseline_yaml(b, BaselineFacts{}, loaded, "today").find("  rdma_min_gbps: 150\n"), std::string::npos);
+  loaded.fabric.rdma_min_gbps = 0;
+  b.ib.rate_gbps.reset();
+  EXPECT_NE(baseline_yaml(b, BaselineFacts{}, loaded, "today").find("  rdma_min_gbps: 0\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpudiag
