@@ -91,8 +91,7 @@ std::vector<Finding> pair_findings(const std::vector<NodeEntry>& nodes, const st
     const std::string name = name_of(nodes, n);
     out.push_back(Finding{"slow_node", true, name,
                           name + " is slow with every partner" + over + " (" + figs + "; median node " +
-                              gbps_text(j.reference_gbps) + " Gb/s): check its link (ethtool, cable, port), drain it: "
-                              "scontrol update NodeName=" + name + " State=DRAIN Reason=\"gpudiag: fabric slow\""});
+                              gbps_text(j.reference_gbps) + " Gb/s): check its link (ethtool, cable, port)"});
   }
   for (const Pair& p : j.bad_links) {
     for (const auto& f : j.pairs) {
@@ -177,6 +176,13 @@ std::string rdma_text(const RdmaSummary* r) {
 
 }  // namespace
 
+std::string drain_command(const std::vector<std::string>& nodes) {
+  std::string list;
+  for (const auto& n : nodes) list += (list.empty() ? "" : ",") + n;
+  return "to drain (an admin, after a look): scontrol update NodeName=" + list +
+         " State=DRAIN Reason=\"gpudiag fabric: slow with every partner\"";
+}
+
 FabricVerdict fabric_verdict(const std::vector<Finding>& findings, bool fail_action, const PairJudgement& j,
                              std::size_t node_count, const std::string& report_path, const RdmaSummary* rdma) {
   FabricVerdict v;
@@ -201,7 +207,14 @@ FabricVerdict fabric_verdict(const std::vector<Finding>& findings, bool fail_act
                                    : "the step does not start: " + std::to_string(order.size()) +
                                          " problem(s) between the nodes") +
                     where);
-  const std::size_t room = kMaxVerdictLines - 1;
+  // The nodes to drain get a line of their own, always shown: the exact command for an
+  // admin. gpudiag-health does not act on it: every figure came from the user's own
+  // processes (srun, the tasks), so a user could forge one (SECURITY.md).
+  std::vector<std::string> drain;
+  for (const auto& f : findings)
+    if (f.kind == "slow_node" && std::find(drain.begin(), drain.end(), f.subject) == drain.end())
+      drain.push_back(f.subject);
+  const std::size_t room = kMaxVerdictLines - 1 - (drain.empty() ? 0 : 1);
   for (std::size_t i = 0; i < order.size() && i < room; ++i) {
     if (i + 1 == room && order.size() > room) {
       v.lines.push_back(tag + order[i]->message.substr(0, 300) + " (and " + std::to_string(order.size() - room) +
@@ -210,6 +223,7 @@ FabricVerdict fabric_verdict(const std::vector<Finding>& findings, bool fail_act
     }
     v.lines.push_back(tag + order[i]->message);
   }
+  if (!drain.empty()) v.lines.push_back(tag + drain_command(drain));
   return v;
 }
 

@@ -48,6 +48,10 @@ struct RdmaSummary {
 // A note when some nodes have RDMA and others not, or a node's RDMA could not start.
 std::vector<Finding> rdma_findings(const std::vector<NodeEntry>& nodes, const RdmaSummary& r);
 
+// The admin's command for the nodes slow with every partner ("to drain (...): scontrol
+// update NodeName=n3 State=DRAIN Reason=...").
+std::string drain_command(const std::vector<std::string>& nodes);
+
 struct FabricVerdict {
   bool start = true;
   std::vector<std::string> lines;  // each starts "gpudiag: fabric: ", at most kMaxVerdictLines

@@ -186,6 +186,9 @@ class MultiNodeFabric(unittest.TestCase):
         self.assertTrue(any("n3 is slow with every partner (" in line for line in lines), r.stderr)
         self.assertTrue(any("n3 is slow with every partner over RDMA" in line for line in lines), r.stderr)
         self.assertFalse(any(f"{n} is slow" in line for line in lines for n in ("n1", "n2")), r.stderr)
+        # The admin's command, once, for n3 alone (gpudiag-health never drains on it: a user wrote it).
+        self.assertEqual(lines[-1], 'gpudiag: fabric: to drain (an admin, after a look): scontrol update NodeName=n3 '
+                                    'State=DRAIN Reason="gpudiag fabric: slow with every partner"')
         rep = self.report()
         self.assertEqual(rep["drain"], ["n3"], rep)
         self.assertEqual(rep["verdict"], "fail")
