@@ -134,7 +134,7 @@ TaskOutcome run_fabric_task(TaskSide s) {
     }
   }
   std::unique_ptr<RdmaNode> rdma;
-  if (s.leader) {
+  if (s.leader && s.hello.nnodes >= 2) {  // one node has no pair to test
     if (!s.rdma) s.hello.rdma_none = "fabric.rdma: false";
     else rdma = RdmaNode::open(s.rdma_library, s.nccl_ib_hca, s.nccl_ib_gid_index, s.hello.rdma_none);
     if (rdma) s.hello.rdma_hca = rdma->hca_port();
