@@ -669,6 +669,8 @@ const Section<FabricSettings>& fabric_keys() {
              "an absolute floor per direction over RDMA (0: none)"),
       flag("rdma", &FabricSettings::rdma, "RDMA pairs (verbs RC writes) where the nodes have an active HCA port"),
       path("rdma_library", &FabricSettings::rdma_library, "the libibverbs to load (default: libibverbs.so.1)"),
+      choice("nccl", &FabricSettings::nccl, {"auto", "true", "false"},
+             "NCCL all_reduce pairs through gpudiag-gpu-probe: auto where the node has an NVIDIA driver"),
       number("timeout", &FabricSettings::timeout_s, 5.0, 50.0, "seconds for the whole test"),
   });
   return kKeys;

@@ -236,6 +236,7 @@ struct FabricSettings {
   double rdma_min_gbps = 0;      // the same over RDMA (0: none)
   double timeout_s = 40;         // the whole test, launch of every node included
   bool rdma = true;              // RDMA pairs where the nodes have an active HCA port
+  std::string nccl = "auto";     // NCCL all_reduce pairs through the GPU probe: auto (nodes with an NVIDIA driver), true, false
   std::string rdma_library;      // libibverbs to load ("" : libibverbs.so.1 from the loader's path)
 };
 

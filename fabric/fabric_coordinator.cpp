@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "fabric/fabric_report.h"
@@ -30,6 +31,7 @@ using Clock = std::chrono::steady_clock;
 constexpr double kSilent_s = 10;          // a connection without a hello is dropped
 constexpr std::size_t kMaxPending = 256;  // connections without a hello; the oldest goes first
 constexpr double kStepSlack_s = 6;        // a test's connect, drain and report beyond its duration
+constexpr double kNcclStep_s = 25;        // a round of NCCL pairs: two probes each, CUDA and NCCL init included
 
 int ms_until(Clock::time_point t) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count();
@@ -53,7 +55,7 @@ struct Edge {
 // One step of the plan: directed tests that run at once, or the RDMA queue pairs' setup
 // for a round's pairs (made on both ends, then connected to each other's).
 struct Step {
-  enum Kind { kTest, kQp, kConnect } kind = kTest;
+  enum Kind { kTest, kQp, kConnect, kNccl } kind = kTest;
   std::vector<TestRecord> records;  // kTest
   std::uint32_t ms = 0;             // kTest
   std::vector<Pair> pairs;          // kQp, kConnect: node ids
@@ -167,6 +169,7 @@ class Coordinator {
       }
       return;
     }
+    if (r.kind == TestReport::kNcclId || r.kind == TestReport::kNcclDone) return on_nccl(me, r);
     for (auto& e : step_) {
       if (r.kind == TestReport::kWritten && e.rec.transport == "rdma" && e.rec.from == me.first &&
           e.rec.to == me.second && !e.sent) {
@@ -193,6 +196,65 @@ class Coordinator {
     }
   }
 
+  Edge* nccl_edge(int from, int to) {
+    for (auto& e : step_)
+      if (e.rec.transport == "nccl" && e.rec.from == from && e.rec.to == to) return &e;
+    return nullptr;
+  }
+
+  // Rank 0's id goes on to rank 1; each rank's result fills its direction.
+  void on_nccl(const NodePair& me, const TestReport& r) {
+    Edge* mine = nccl_edge(me.first, me.second);
+    Edge* theirs = nccl_edge(me.second, me.first);
+    if (!mine || !theirs || mine->sent) return;
+    if (r.kind == TestReport::kNcclDone) {
+      mine->sent = mine->received = true;
+      mine->rec.bytes = r.bytes;
+      mine->rec.usec = r.usec;
+      mine->rec.error = r.error;
+      return;
+    }
+    if (!nccl_id_heard_.insert(me).second) return;  // an id said twice
+    auto fd = leader_fd_.find(static_cast<std::uint32_t>(me.second));
+    if (!r.error.empty() || fd == leader_fd_.end()) {
+      const std::string why = !r.error.empty() ? nodes_[me.first].name + ": " + r.error
+                                               : nodes_[me.second].name + "'s task left the test";
+      for (Edge* e : {mine, theirs}) {
+        e->sent = e->received = true;
+        e->rec.error = why;
+      }
+      return;
+    }
+    Order o;
+    o.kind = Order::kNccl;
+    o.peer = static_cast<std::uint32_t>(me.first);
+    o.rank = 1;
+    o.nccl_id = r.nccl_id;
+    send_now(fd->second, format_order(o));
+  }
+
+  void start_nccl(const Step& st) {
+    step_kind_ = Step::kTest;
+    for (const auto& rec : st.records) step_.push_back(Edge{rec});
+    for (const Pair& p : st.pairs) {
+      auto fd = leader_fd_.find(static_cast<std::uint32_t>(p.a));
+      if (fd == leader_fd_.end()) {
+        for (Edge* e : {nccl_edge(p.a, p.b), nccl_edge(p.b, p.a)}) {
+          e->sent = e->received = true;
+          e->rec.error = nodes_[p.a].name + "'s task left the test";
+        }
+        continue;
+      }
+      Order o;
+      o.kind = Order::kNccl;
+      o.peer = static_cast<std::uint32_t>(p.b);
+      o.rank = 0;
+      send_now(fd->second, format_order(o));
+    }
+    step_until_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kNcclStep_s));
+    in_step_ = true;
+  }
+
   // Everyone said hello: the nodes and the plan.
   void begin_tests() {
     testing_ = true;
@@ -217,6 +279,8 @@ class Coordinator {
       rdma_.hca[h.node_id] = h.rdma_hca;
       rdma_.none[h.node_id] = h.rdma_hca.empty() ? (h.rdma_none.empty() ? "no RDMA" : h.rdma_none) : "";
       if (!h.rdma_hca.empty()) rdma_ids_.push_back(static_cast<int>(h.node_id));
+      if (h.nccl) nccl_ids_.push_back(static_cast<int>(h.node_id));
+      else nccl_none_[h.node_id] = h.nccl_none;
     }
     const std::uint32_t ms = static_cast<std::uint32_t>(s_.cfg.seconds * 1000);
     if (nnodes_ >= 2) {
@@ -256,12 +320,13 @@ class Coordinator {
     plan_.push_back(Step{Step::kTest, back, ms, {}});
   }
 
-  // RDMA pairs over the nodes that have RDMA: the plan's functions see them as 0..k-1.
-  std::vector<Pair> to_nodes(const std::vector<Pair>& pairs) const {
+  // RDMA (NCCL) pairs over the nodes that have RDMA (a GPU): the plan's functions see them as 0..k-1.
+  std::vector<Pair> to_nodes(const std::vector<Pair>& pairs, const std::vector<int>& ids) const {
     std::vector<Pair> out;
-    for (const Pair& p : pairs) out.push_back(Pair{rdma_ids_[p.a], rdma_ids_[p.b]});
+    for (const Pair& p : pairs) out.push_back(Pair{ids[p.a], ids[p.b]});
     return out;
   }
+  std::vector<Pair> to_nodes(const std::vector<Pair>& pairs) const { return to_nodes(pairs, rdma_ids_); }
   std::vector<Pair> to_subset(const std::vector<Pair>& pairs) const {
     std::vector<Pair> out;
     auto index = [&](int n) {
@@ -308,6 +373,7 @@ class Coordinator {
     plan_.pop_front();
     step_.clear();
     waiting_.clear();
+    if (st.kind == Step::kNccl) return start_nccl(st);
     if (st.kind != Step::kTest) return start_setup(st);
     step_kind_ = Step::kTest;
     const std::uint32_t ms = st.ms;
@@ -406,6 +472,20 @@ class Coordinator {
       for (const Round& r : pack_rounds(retest_pairs(k, to_subset(tested), to_subset(j.slow))))
         queue_round(to_nodes(r), ++rounds_, true, ms, "rdma");
     }
+    if (plan_.empty() && !nccl_started_ && nccl_ids_.size() >= 2) {
+      nccl_started_ = true;
+      // Each round: every pair's all_reduce at once, both ranks' figures (no re-test:
+      // a probe's start costs seconds, and the pairs above already tell node from link).
+      for (const Round& r : first_rounds(static_cast<int>(nccl_ids_.size()))) {
+        Step st{Step::kNccl, {}, 0, to_nodes(r, nccl_ids_)};
+        ++rounds_;
+        for (const Pair& p : st.pairs) {
+          st.records.push_back(record(p.a, p.b, false, rounds_, false, "nccl"));
+          st.records.push_back(record(p.b, p.a, false, rounds_, false, "nccl"));
+        }
+        plan_.push_back(st);
+      }
+    }
     if (plan_.empty()) return finish();
     start_step();
   }
@@ -444,6 +524,10 @@ class Coordinator {
       for (auto& f : pair_findings(nodes_, tests_, rep.judgement, port)) findings.push_back(f);
       for (auto& f : pair_findings(nodes_, tests_, rdma_.judgement, port, "rdma")) findings.push_back(f);
       for (auto& f : rdma_findings(nodes_, rdma_)) findings.push_back(f);
+      rep.nccl_tested = nccl_started_;
+      rep.nccl_judgement = judge_pairs(static_cast<int>(nnodes_), measurements(tests_, "nccl"), s_.cfg.slow_fraction, 0);
+      for (auto& f : pair_findings(nodes_, tests_, rep.nccl_judgement, port, "nccl")) findings.push_back(f);
+      for (const auto& [n, why] : nccl_none_) rep.nccl_none[nodes_[n].name] = why;
       if (timed_out_)
         findings.push_back(Finding{"unreachable", true, "srun",
                                    "the test did not finish within fabric.timeout (" +
@@ -456,7 +540,8 @@ class Coordinator {
     rep.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
     const std::string path = s_.report_dir.empty() ? "" : s_.report_dir + "/fabric.json";
     rep.rdma = rdma_;
-    rep.verdict = fabric_verdict(findings, s_.cfg.action == "fail", rep.judgement, nodes_.size(), path, &rdma_);
+    rep.verdict = fabric_verdict(findings, s_.cfg.action == "fail", rep.judgement, nodes_.size(), path, &rdma_,
+                                 &rep.nccl_judgement);
     std::string write_error = path.empty() ? "no diag dir" : (s_.dir_check ? s_.dir_check(s_.report_dir) : "");
     if (write_error.empty()) write_error = write_report_file(s_.report_dir, "fabric.json", fabric_json(rep), s_.uid);
     std::string text;
@@ -491,7 +576,10 @@ class Coordinator {
   std::map<NodePair, std::string> rdma_broken_;  // key(a, b): why RDMA between them cannot run
   std::vector<int> rdma_ids_;                 // nodes with RDMA, by id
   RdmaSummary rdma_;
-  bool rdma_started_ = false, rdma_retested_ = false;
+  bool rdma_started_ = false, rdma_retested_ = false, nccl_started_ = false;
+  std::vector<int> nccl_ids_;                  // nodes that run NCCL pairs, by id
+  std::set<NodePair> nccl_id_heard_;           // (rank 0, rank 1) whose id went on
+  std::map<std::uint32_t, std::string> nccl_none_;  // why the others do not
   std::vector<Edge> step_;
   std::vector<TestRecord> tests_;
   Clock::time_point step_until_ = Clock::time_point::max();

@@ -46,8 +46,8 @@ std::vector<Measurement> measurements(const std::vector<TestRecord>& tests, cons
 std::vector<Finding> pair_findings(const std::vector<NodeEntry>& nodes, const std::vector<TestRecord>& tests,
                                    const PairJudgement& j, int rendezvous_port, const std::string& transport) {
   std::vector<Finding> out;
-  const bool rdma = transport == "rdma";
-  const std::string over = rdma ? " over RDMA" : "";
+  const bool rdma = transport == "rdma", nccl = transport == "nccl";
+  const std::string over = rdma ? " over RDMA" : (nccl ? " over NCCL" : "");
   // Unreachable: each failed direction once (a re-test that worked does not erase it:
   // a port that refuses sometimes is a finding too).
   std::vector<std::pair<int, int>> said;
@@ -70,6 +70,14 @@ std::vector<Finding> pair_findings(const std::vector<NodeEntry>& nodes, const st
       f.message = "RDMA from " + name_of(nodes, t.from) + " to " + to + " failed: " + t.error +
                   " - NCCL over IB/RoCE would fail or hang there: check the HCAs (ibv_devinfo, ibstat) and the "
                   "switch path, or NCCL_IB_HCA / NCCL_IB_GID_INDEX";
+      out.push_back(f);
+      continue;
+    }
+    if (nccl) {
+      f.kind = "nccl_failed";
+      f.subject = name_of(nodes, t.from) + "->" + to + " nccl";
+      f.message = "NCCL all_reduce of " + name_of(nodes, t.from) + " with " + to + " failed: " + t.error +
+                  " - run it with NCCL_DEBUG=INFO, or check the GPU (gpudiag-health) and the network settings";
       out.push_back(f);
       continue;
     }
@@ -184,7 +192,8 @@ std::string drain_command(const std::vector<std::string>& nodes) {
 }
 
 FabricVerdict fabric_verdict(const std::vector<Finding>& findings, bool fail_action, const PairJudgement& j,
-                             std::size_t node_count, const std::string& report_path, const RdmaSummary* rdma) {
+                             std::size_t node_count, const std::string& report_path, const RdmaSummary* rdma,
+                             const PairJudgement* nccl) {
   FabricVerdict v;
   const std::string tag = "gpudiag: fabric: ";
   const bool fatal = std::any_of(findings.begin(), findings.end(), [](const Finding& f) { return f.fatal; });
@@ -193,7 +202,10 @@ FabricVerdict fabric_verdict(const std::vector<Finding>& findings, bool fail_act
   if (findings.empty()) {
     const std::string tcp = span_text(j, "TCP");
     v.lines.push_back(tag + std::to_string(node_count) + " nodes, " + std::to_string(j.pairs.size()) + " pairs" +
-                      (tcp.empty() ? "" : ", " + tcp) + rdma_text(rdma) + ", nothing differs: ok" + where);
+                      (tcp.empty() ? "" : ", " + tcp) + rdma_text(rdma) +
+                      (nccl && !span_text(*nccl, "NCCL").empty() ? ", " + span_text(*nccl, "NCCL") + " (bus bandwidth)"
+                                                                 : "") +
+                      ", nothing differs: ok" + where);
     return v;
   }
   // Fatal first, in the order found (unreachable, slow, differs, layout).
@@ -242,10 +254,10 @@ std::string fabric_json(const FabricReport& r) {
     tests.push_back(e);
   }
   json pairs = json::array();
-  for (const auto* jt : {&r.judgement, &r.rdma.judgement})
+  for (const auto* jt : {&r.judgement, &r.rdma.judgement, &r.nccl_judgement})
     for (const auto& p : jt->pairs) {
       json e = {{"a", name_of(r.nodes, p.pair.a)}, {"b", name_of(r.nodes, p.pair.b)}, {"slow", p.slow},
-                {"transport", jt == &r.judgement ? "tcp" : "rdma"}};
+                {"transport", jt == &r.judgement ? "tcp" : (jt == &r.rdma.judgement ? "rdma" : "nccl")}};
       if (p.ab_gbps) e["a_to_b_gbps"] = *p.ab_gbps;
       if (p.ba_gbps) e["b_to_a_gbps"] = *p.ba_gbps;
       pairs.push_back(e);
@@ -258,7 +270,7 @@ std::string fabric_json(const FabricReport& r) {
   for (const auto& f : r.findings)
     findings.push_back({{"kind", f.kind}, {"fatal", f.fatal}, {"subject", f.subject}, {"message", f.message}});
   std::vector<std::string> bad;
-  for (const auto* jt : {&r.judgement, &r.rdma.judgement})
+  for (const auto* jt : {&r.judgement, &r.rdma.judgement, &r.nccl_judgement})
     for (int n : jt->bad_nodes)
       if (std::find(bad.begin(), bad.end(), name_of(r.nodes, n)) == bad.end()) bad.push_back(name_of(r.nodes, n));
   json j = {{"step", r.job_step},
@@ -273,6 +285,8 @@ std::string fabric_json(const FabricReport& r) {
                       {"reference_gbps", r.rdma.judgement.reference_gbps},
                       {"threshold_gbps", r.rdma.judgement.threshold_gbps},
                       {"nodes", rdma_nodes}}},
+            {"nccl", {{"tested", r.nccl_tested}, {"reference_gbps", r.nccl_judgement.reference_gbps},
+                      {"none", r.nccl_none}}},
             {"drain", bad},
             {"pairs", pairs},
             {"tests", tests},

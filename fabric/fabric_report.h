@@ -2,6 +2,7 @@
 // The fabric test's verdict (issue 32): findings from every part, at most five lines for
 // srun's stderr naming the node or link and the fix, and fabric.json. Pure.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,7 +59,8 @@ struct FabricVerdict {
 };
 // `fail_action`: fabric.action is fail. `report_path`: where fabric.json is ("" if none).
 FabricVerdict fabric_verdict(const std::vector<Finding>& findings, bool fail_action, const PairJudgement& j,
-                             std::size_t node_count, const std::string& report_path, const RdmaSummary* rdma = nullptr);
+                             std::size_t node_count, const std::string& report_path, const RdmaSummary* rdma = nullptr,
+                             const PairJudgement* nccl = nullptr);
 
 struct FabricReport {
   std::string job_step;  // "JOB.STEP"
@@ -66,6 +68,9 @@ struct FabricReport {
   std::vector<TestRecord> tests;
   PairJudgement judgement;  // TCP
   RdmaSummary rdma;
+  PairJudgement nccl_judgement;  // NCCL all_reduce pairs: both ranks' bus bandwidth
+  bool nccl_tested = false;
+  std::map<std::string, std::string> nccl_none;  // node -> why it ran no NCCL pair
   std::vector<Finding> findings;
   FabricVerdict verdict;
   int rounds = 0;

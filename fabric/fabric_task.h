@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fabric/fabric_wire.h"
+#include "fabric/nccl_pair.h"
 
 namespace gpudiag::fabric {
 
@@ -22,6 +23,9 @@ struct TaskSide {
   // for libibverbs.so.1), and the task's NCCL_IB_HCA and NCCL_IB_GID_INDEX.
   bool rdma = true;
   std::string rdma_library, nccl_ib_hca, nccl_ib_gid_index;
+  // NCCL (the node's first task): the probe to run, or why this node runs no NCCL pair.
+  NcclProbe nccl_probe;
+  std::string nccl_none = "no GPU probe given";  // "" : the node takes part
   double deadline_s = 45;
 };
 

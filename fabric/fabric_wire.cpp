@@ -100,7 +100,8 @@ std::string format_hello(const std::string& token, const TaskHello& h) {
             {"local_rank", h.local_rank}, {"local_tasks", h.local_tasks}, {"node", h.node},
             {"launcher", h.launcher},   {"env", h.env},             {"injected", h.injected},
             {"listen_addr", h.listen_addr}, {"listen_port", h.listen_port}, {"listen_error", h.listen_error},
-            {"rdma_hca", h.rdma_hca},   {"rdma_none", h.rdma_none}};
+            {"rdma_hca", h.rdma_hca},   {"rdma_none", h.rdma_none},     {"nccl", h.nccl},
+            {"nccl_none", h.nccl_none}};
   if (h.facts) {
     const NodeFacts& f = *h.facts;
     j["facts"] = {{"driver", f.driver}, {"kernel", f.kernel}, {"rdma_core", f.rdma_core}, {"hcas", f.hcas},
@@ -150,6 +151,11 @@ std::optional<TaskHello> parse_hello(const std::string& line, const std::string&
     if (j.contains("rdma_hca")) h.rdma_hca = text(j, "rdma_hca", false);
     if (j.contains("rdma_none")) h.rdma_none = text(j, "rdma_none", false);
     if (h.rdma_hca.size() > kWordMax || h.rdma_hca.find(' ') != std::string::npos) return std::nullopt;
+    if (j.contains("nccl")) {
+      if (!j.at("nccl").is_boolean()) return std::nullopt;
+      h.nccl = j.at("nccl").get<bool>();
+    }
+    if (j.contains("nccl_none")) h.nccl_none = text(j, "nccl_none", false);
     if (j.contains("facts")) {
       const json& fj = j.at("facts");
       if (!fj.is_object()) return std::nullopt;
@@ -204,6 +210,11 @@ std::string format_test_report(const TestReport& r) {
       return "wtx " +
              outcome(r.peer, r.error, r.error.empty() ? std::to_string(r.bytes) + " " + std::to_string(r.usec) : "") +
              "\n";
+    case TestReport::kNcclId: return "nid " + outcome(r.peer, r.error, r.error.empty() ? r.nccl_id : "") + "\n";
+    case TestReport::kNcclDone:
+      return "nrx " +
+             outcome(r.peer, r.error, r.error.empty() ? std::to_string(r.bytes) + " " + std::to_string(r.usec) : "") +
+             "\n";
   }
   return "\n";
 }
@@ -238,8 +249,18 @@ std::optional<TestReport> parse_test_report(const std::string& line) {
     r.qp = *q;
     return r;
   }
-  if (verb == "wtx") {
-    r.kind = TestReport::kWritten;
+  if (verb == "nid") {
+    r.kind = TestReport::kNcclId;
+    if (!r.error.empty()) return r;
+    if (rest.size() != kNcclIdHex || !std::all_of(rest.begin(), rest.end(), [](char c) {
+          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        }))
+      return std::nullopt;
+    r.nccl_id = rest;
+    return r;
+  }
+  if (verb == "wtx" || verb == "nrx") {
+    r.kind = verb == "wtx" ? TestReport::kWritten : TestReport::kNcclDone;
     if (!r.error.empty()) return r;
     auto f = split_spaces(rest, 2);
     if (f.empty()) return std::nullopt;
@@ -261,6 +282,9 @@ std::string format_order(const Order& o) {
     case Order::kQp: return "qp " + std::to_string(o.peer) + "\n";
     case Order::kConnect: return "connect " + std::to_string(o.peer) + " " + format_qp_info(o.qp) + "\n";
     case Order::kWrite: return "write " + std::to_string(o.peer) + " " + std::to_string(o.ms) + "\n";
+    case Order::kNccl:
+      return "nccl " + std::to_string(o.peer) + " " + std::to_string(o.rank) + (o.rank == 1 ? " " + o.nccl_id : "") +
+             "\n";
   }
   return "\n";
 }
@@ -292,6 +316,23 @@ std::optional<Order> parse_order(const std::string& line) {
     o.kind = Order::kWrite;
     o.peer = static_cast<std::uint32_t>(*peer);
     o.ms = static_cast<std::uint32_t>(*ms);
+    return o;
+  }
+  if (line.rfind("nccl ", 0) == 0) {
+    auto f = split_spaces(line, 3);
+    if (f.empty()) return std::nullopt;
+    auto peer = number(f[1], kCountMax);
+    if (!peer) return std::nullopt;
+    o.kind = Order::kNccl;
+    o.peer = static_cast<std::uint32_t>(*peer);
+    if (f[2] == "0") return o;
+    if (f[2].rfind("1 ", 0) != 0) return std::nullopt;
+    o.rank = 1;
+    o.nccl_id = f[2].substr(2);
+    if (o.nccl_id.size() != kNcclIdHex || !std::all_of(o.nccl_id.begin(), o.nccl_id.end(), [](char c) {
+          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        }))
+      return std::nullopt;
     return o;
   }
   if (line.rfind("connect ", 0) == 0) {

@@ -60,6 +60,9 @@ struct TaskHello {
   // ("no libibverbs.so.1", "no active port NCCL_IB_HCA selects").
   std::string rdma_hca;
   std::string rdma_none;
+  // NCCL (the node's first task): whether it can run a pair through the GPU probe, or why not.
+  bool nccl = false;
+  std::string nccl_none;
 };
 std::string format_hello(const std::string& token, const TaskHello& h);
 // `line` without its newline. The token is checked before the rest is parsed.
@@ -73,13 +76,17 @@ struct TestReport {
     kQp,        // RDMA: the queue pair made for `peer` (or `error`)
     kReady,     // RDMA: the queue pair for `peer` connected (or `error`)
     kWritten,   // RDMA: what the writes to `peer` moved (or `error`)
+    kNcclId,    // NCCL: rank 0's unique id for the pair with `peer` (or `error`)
+    kNcclDone,  // NCCL: what this node's all_reduce with `peer` moved (or `error`)
   } kind = kReceived;
   std::uint32_t peer = 0;           // the other node's id
   std::uint64_t bytes = 0;          // kReceived, kWritten
   std::uint64_t usec = 0;           // kReceived: from the header to EOF; kWritten: first post to last completion
   std::string error;                // kSent, kQp, kReady, kWritten: "" when it worked
   QpInfo qp;                        // kQp without error
+  std::string nccl_id;              // kNcclId without error: 256 hex digits
 };
+inline constexpr std::size_t kNcclIdHex = 256;
 std::string format_test_report(const TestReport& r);
 std::optional<TestReport> parse_test_report(const std::string& line);
 
@@ -87,13 +94,15 @@ std::optional<TestReport> parse_test_report(const std::string& line);
 // close); make an RDMA queue pair for a node, connect it to the node's, write to it for
 // `ms`; or the end of the test with the step's fate.
 struct Order {
-  enum Kind { kSend, kEnd, kQp, kConnect, kWrite } kind = kEnd;
+  enum Kind { kSend, kEnd, kQp, kConnect, kWrite, kNccl } kind = kEnd;
   std::uint32_t peer = 0;
   std::string addr;
   int port = 0;
   std::uint32_t ms = 0;   // kSend, kWrite
   bool ok = false;        // kEnd
   QpInfo qp;              // kConnect: the peer's queue pair
+  int rank = 0;           // kNccl: this node's rank in the pair (0 makes the id)
+  std::string nccl_id;    // kNccl, rank 1: the id rank 0 made
 };
 std::string format_order(const Order& o);
 std::optional<Order> parse_order(const std::string& line);

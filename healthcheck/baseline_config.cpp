@@ -191,7 +191,8 @@ void write_fabric(std::string& o, const FabricSettings& f, std::optional<double>
     o += "  # Half of this node's GPU-fabric port rate (" + num(*port_rate_gbps) +
          " Gb/s): a healthy RC queue pair writes at\n  # about nine tenths of it.\n";
   }
-  o += "  rdma_min_gbps: " + num(rdma) + "\n  timeout: " + num(f.timeout_s) + "\n  rdma: " + yes(f.rdma) + "\n";
+  o += "  rdma_min_gbps: " + num(rdma) + "\n  timeout: " + num(f.timeout_s) + "\n  rdma: " + yes(f.rdma) +
+       "\n  nccl: " + q(f.nccl) + "\n";
   if (!f.rdma_library.empty()) o += "  rdma_library: " + q(f.rdma_library) + "\n";
 }
 

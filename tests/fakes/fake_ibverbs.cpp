@@ -8,7 +8,6 @@
 // completions. So a `tc`-shaped link is slow over the fake RDMA too. The ops that verbs.h
 // calls inline (post_send, poll_cq) are filled in the context, as a provider does.
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,6 +26,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "fake_net.h"
 
 #undef ibv_get_device_list
 #undef ibv_query_port
@@ -49,23 +50,6 @@ std::uint32_t g_next_key = 0x100;
 std::string env(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
-}
-
-in_addr node_addr() {
-  in_addr out{};
-  const std::string forced = env("FAKE_IBVERBS_ADDR", "");
-  if (!forced.empty() && ::inet_pton(AF_INET, forced.c_str(), &out) == 1) return out;
-  ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) != 0) return out;
-  for (ifaddrs* i = all; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-    const in_addr a = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
-    if ((ntohl(a.s_addr) >> 24) == 127) continue;
-    out = a;
-    break;
-  }
-  ::freeifaddrs(all);
-  return out;
 }
 
 bool wait_fd(int fd, short events, int ms) {
@@ -303,7 +287,7 @@ int ibv_query_gid(ibv_context*, std::uint8_t port, int index, ibv_gid* gid) {
   std::memset(gid, 0, sizeof *gid);
   if (index == 0) {
     gid->raw[10] = gid->raw[11] = 0xff;
-    const in_addr a = node_addr();
+    const in_addr a = fake::node_ipv4();
     std::memcpy(gid->raw + 12, &a, 4);
   }
   return 0;
@@ -365,7 +349,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr = node_addr();
+  a.sin_addr = fake::node_ipv4();
   socklen_t len = sizeof a;
   if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 4) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
