@@ -186,7 +186,9 @@ void write_fabric(std::string& o, const FabricSettings& f, std::optional<double>
        "  # the kernel more than on the link. Set it from a healthy run's fabric.json if wanted.\n";
   o += "  min_gbps: " + num(f.min_gbps) + "\n";
   double rdma = f.rdma_min_gbps;
-  if (port_rate_gbps && *port_rate_gbps > 0 && rdma == 0) {
+  // Derived from the node like its other hardware keys (so that a baseline read back
+  // writes itself again); the loaded floor stays only where the rate is unknown.
+  if (port_rate_gbps && *port_rate_gbps > 0) {
     rdma = *port_rate_gbps / 2;
     o += "  # Half of this node's GPU-fabric port rate (" + num(*port_rate_gbps) +
          " Gb/s): a healthy RC queue pair writes at\n  # about nine tenths of it.\n";

@@ -104,11 +104,13 @@ TEST(BaselineYaml, WritesTheRdmaFloorFromThePortRateAndKeepsTheFabricKeys) {
   EXPECT_EQ(back->fabric.min_gbps, 5);
   EXPECT_EQ(back->fabric.action, "warn");
   EXPECT_EQ(back->fabric.nccl, "auto");
-  // A floor the site set stays; no rate known, none is made up.
+  // The node's rate decides, as for its other hardware keys; with no rate known, the
+  // loaded floor stays and none is made up.
   loaded.fabric.rdma_min_gbps = 150;
+  EXPECT_NE(baseline_yaml(b, BaselineFacts{}, loaded, "today").find("  rdma_min_gbps: 200\n"), std::string::npos);
+  b.ib.rate_gbps.reset();
   EXPECT_NE(baseline_yaml(b, BaselineFacts{}, loaded, "today").find("  rdma_min_gbps: 150\n"), std::string::npos);
   loaded.fabric.rdma_min_gbps = 0;
-  b.ib.rate_gbps.reset();
   EXPECT_NE(baseline_yaml(b, BaselineFacts{}, loaded, "today").find("  rdma_min_gbps: 0\n"), std::string::npos);
 }
 
