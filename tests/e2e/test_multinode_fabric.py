@@ -143,9 +143,36 @@ class MultiNodeFabric(unittest.TestCase):
         finally:
             self.sh_in("br", "tc", "qdisc", "del", "dev", veth, "root", check=False)
 
+    @contextlib.contextmanager
+    def nccl_on_the_fake_gpus(self):
+        """Every node runs NCCL pairs through the GPU probe on the fake CUDA and NCCL
+        (tests/fakes): rank 0's probe makes the unique id, srun passes it on, both ranks'
+        all_reduce crosses the namespaces."""
+        fakes = os.path.join(BUILD, "tests", "fakes")
+        gpu = (f"  probe: {os.path.join(BUILD, 'libexec', 'gpudiag', 'gpudiag-gpu-probe')}\n"
+               f"  libraries:\n    cuda: {os.path.join(fakes, 'libfake_cuda.so')}\n"
+               f"    nccl: {os.path.join(fakes, 'libfake_nccl.so')}\n  probe_timeout: 40s\n")
+        self.assertEqual(self.config_text.count("  probe_timeout: 40s\n"), 1)
+        text = self.config_text.replace("  probe_timeout: 40s\n", gpu) + "  nccl: \"true\"\n"
+        paths = (self.config, self.n3_config)
+        try:
+            for path in paths:
+                with open(path, "r+") as f:  # the same inode: the bind on n3 sees it
+                    f.seek(0)
+                    f.truncate()
+                    f.write(text)
+            yield
+        finally:
+            for path in paths:
+                with open(path, "r+") as f:
+                    f.seek(0)
+                    f.truncate()
+                    f.write(self.config_text)
+
     # -- cases -----------------------------------------------------------------------
     def test_1_a_healthy_fabric_passes_with_every_pairs_figure(self):
-        r = self.fabric_step()
+        with self.nccl_on_the_fake_gpus():
+            r = self.fabric_step(env={"FAKE_GPUS": "1"})
         self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
         self.assertEqual(self.ran(), ["ran.n1.0", "ran.n2.1", "ran.n3.2"])
         lines = self.verdict_lines(r)
@@ -169,6 +196,14 @@ class MultiNodeFabric(unittest.TestCase):
             self.assertGreater(p["a_to_b_gbps"], 0.05, p)
             self.assertGreater(p["b_to_a_gbps"], 0.05, p)
         self.assertTrue(all("error" not in t for t in rep["tests"] if t["transport"] == "rdma"), rep["tests"])
+        # NCCL (the probe on the fake CUDA and NCCL): every pair, each rank's bus bandwidth.
+        self.assertIn("Gb/s over NCCL (bus bandwidth)", lines[0])
+        self.assertTrue(rep["nccl"]["tested"], rep["nccl"])
+        nccl = [p for p in rep["pairs"] if p["transport"] == "nccl"]
+        self.assertEqual(sorted((p["a"], p["b"]) for p in nccl), [("n1", "n2"), ("n1", "n3"), ("n2", "n3")])
+        for p in nccl:
+            self.assertGreater(p["a_to_b_gbps"], 0.05, p)
+            self.assertGreater(p["b_to_a_gbps"], 0.05, p)
         reach = [t for t in rep["tests"] if t["kind"] == "reach"]
         self.assertEqual(sorted(t["from"] for t in reach), ["n2", "n3"])
         self.assertTrue(all(t["to"] == "n1" and "error" not in t for t in reach), reach)
@@ -266,44 +301,6 @@ class MultiNodeFabric(unittest.TestCase):
         else:
             self.assertEqual(self.ran(), [], "a program started although the fabric test failed")
             self.assertTrue(self.verdict_lines(r) or "gpudiag: fabric on" in r.stderr, r.stderr)
-
-    def test_6_nccl_pairs_run_through_the_probe_on_the_fake_gpu_libraries(self):
-        # The GPU probe with the fake CUDA and NCCL (tests/fakes): rank 0's probe makes the
-        # unique id, srun passes it on, both ranks' all_reduce crosses the namespaces.
-        fakes = os.path.join(BUILD, "tests", "fakes")
-        gpu = (f"  probe: {os.path.join(BUILD, 'libexec', 'gpudiag', 'gpudiag-gpu-probe')}\n"
-               f"  libraries:\n    cuda: {os.path.join(fakes, 'libfake_cuda.so')}\n"
-               f"    nccl: {os.path.join(fakes, 'libfake_nccl.so')}\n  probe_timeout: 40s\n")
-        self.assertEqual(self.config_text.count("  probe_timeout: 40s\n"), 1)
-        text = self.config_text.replace("  probe_timeout: 40s\n", gpu) + "  nccl: \"true\"\n"
-        paths = (self.config, self.n3_config)
-        try:
-            for path in paths:
-                with open(path, "r+") as f:  # the same inode: the bind on n3 sees it
-                    f.seek(0)
-                    f.truncate()
-                    f.write(text)
-            r = self.fabric_step(env={"FAKE_GPUS": "1"})
-        finally:
-            for path in paths:
-                with open(path, "r+") as f:
-                    f.seek(0)
-                    f.truncate()
-                    f.write(self.config_text)
-        self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
-        self.assertEqual(self.ran(), ["ran.n1.0", "ran.n2.1", "ran.n3.2"])
-        lines = self.verdict_lines(r)
-        self.assertEqual(len(lines), 1, r.stderr)
-        self.assertIn("Gb/s over NCCL (bus bandwidth)", lines[0])
-        rep = self.report()
-        self.assertTrue(rep["nccl"]["tested"], rep["nccl"])
-        nccl = [p for p in rep["pairs"] if p["transport"] == "nccl"]
-        self.assertEqual(sorted((p["a"], p["b"]) for p in nccl), [("n1", "n2"), ("n1", "n3"), ("n2", "n3")])
-        for p in nccl:
-            self.assertGreater(p["a_to_b_gbps"], 0.05, p)
-            self.assertGreater(p["b_to_a_gbps"], 0.05, p)
-        print(f"fabric step with NCCL on the fakes: {r.seconds:.1f} s, fabric test {rep['seconds']:.1f} s",
-              file=sys.stderr)
 
 
 if __name__ == "__main__":
