@@ -4,7 +4,11 @@ namespaces on this machine's cores): what the fabric test adds to a step, its ro
 often a healthy cluster is called slow, and the TCP figure against iperf3 between the
 same namespaces in the same run.
 
-Usage: bench/fabric.py [--build build] [--runs 10] [--iperf 3]
+Usage: bench/fabric.py [--build build] [--runs 10] [--iperf 3] [--rdma-fake]
+
+--rdma-fake: fabric.rdma_library points at the fake libibverbs (tests/fakes), so every
+step also runs the RDMA rounds; the RDMA figures are the fake's (RC writes carried over
+TCP between the namespaces), printed beside TCP's.
 
 Added time: `srun -N3 -n3 --diag=preflight true` against `--diag=fabric` (the barrier
 alone against the barrier and the fabric test), interleaved run by run, medians.
@@ -60,12 +64,15 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--iperf", type=int, default=3)
+    ap.add_argument("--rdma-fake", action="store_true")
     a = ap.parse_args()
+    fake = os.path.join(os.path.abspath(a.build), "tests", "fakes", "libfake_ibverbs.so")
     with MultiNodeBench(a.build, "fabric") as b:
-        b.use(b.config("fabric", [("    memlock: true ", "    memlock: false ")]))
+        b.use(b.config("fabric", [("    memlock: true ", "    memlock: false ")],
+                       f"\nfabric:\n  rdma_library: {fake}\n" if a.rdma_fake else ""))
         for _ in range(2):  # warm-up
             step(b, "preflight")
-        pre, fab, rounds, inner, called_slow = [], [], [], [], 0
+        pre, fab, rounds, inner, called_slow, rdma = [], [], [], [], 0, []
         for _ in range(a.runs):
             pre.append(step(b, "preflight")[0])
             wall, r, rep = step(b, "fabric")
@@ -76,12 +83,13 @@ def main():
             if rep:
                 rounds.append(rep["rounds"])
                 inner.append(rep["seconds"])
+                rdma += [t["gbps"] for t in rep["tests"] if t.get("transport") == "rdma" and "gbps" in t]
         ratios = []
         for _ in range(a.iperf):
             ref = iperf(b)
             _, _, rep = step(b, "fabric")
             ours = [t["gbps"] for t in (rep or {}).get("tests", []) if t["from"] == "n1" and t["to"] == "n2"
-                    and "gbps" in t]
+                    and "gbps" in t and t.get("transport", "tcp") == "tcp"]
             if ours:
                 ratios.append((max(ours) / ref, max(ours), ref))
         print(f"steps: {a.runs} healthy fabric steps, called slow: {called_slow}")
@@ -89,6 +97,9 @@ def main():
               f"{statistics.median(fab):.2f} s, added {statistics.median(fab) - statistics.median(pre):.2f} s "
               f"(max added {max(f - p for f, p in zip(fab, pre)):.2f} s)")
         print(f"fabric test as srun saw it: median {statistics.median(inner):.2f} s, rounds {sorted(set(rounds))}")
+        if rdma:
+            print(f"RDMA (fake) per direction: median {statistics.median(rdma):.2f} Gb/s, "
+                  f"{min(rdma):.2f}-{max(rdma):.2f} over {len(rdma)} directions")
         for ratio, ours, ref in ratios:
             print(f"n1->n2: fabric {ours:.2f} Gb/s, iperf3 {ref:.2f} Gb/s, ratio {ratio:.2f}")
         if ratios:

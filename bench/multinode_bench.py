@@ -36,14 +36,16 @@ class MultiNodeBench:
         self.plugstack = os.path.join(self.dir, "plugstack.conf")
         self.cluster = None
 
-    def config(self, name, replace=()):
-        """A copy of etc/gpudiag.yaml with each (old, new) of `replace` applied; returns a mode."""
+    def config(self, name, replace=(), append=""):
+        """A copy of etc/gpudiag.yaml with each (old, new) of `replace` applied and `append`
+        added at its end; returns a mode."""
         with open(os.path.join(ROOT, "etc", "gpudiag.yaml")) as f:
             text = f.read()
         for old, new in replace:
             if old not in text:
                 raise RuntimeError(f"bench: etc/gpudiag.yaml has no {old!r}")
             text = text.replace(old, new)
+        text += append
         path = os.path.join(self.dir, f"{name}.yaml")
         with open(path, "w") as f:
             f.write(text)

@@ -664,7 +664,13 @@ const Section<FabricSettings>& fabric_keys() {
       choice("action", &FabricSettings::action, {"fail", "warn"}, "fail: a slow pair stops the step; warn: it starts"),
       number("seconds", &FabricSettings::seconds, 0.05, 10.0, "how long each direction of each pair sends"),
       number("slow_fraction", &FabricSettings::slow_fraction, 0.0, 1.0, "slow: below this share of the median node's best pair"),
-      number("min_gbps", &FabricSettings::min_gbps, 0.0, 100000.0, "an absolute floor per direction (0: none)"),
+      number("min_gbps", &FabricSettings::min_gbps, 0.0, 100000.0, "an absolute floor per direction over TCP (0: none)"),
+      number("rdma_min_gbps", &FabricSettings::rdma_min_gbps, 0.0, 100000.0,
+             "an absolute floor per direction over RDMA (0: none)"),
+      flag("rdma", &FabricSettings::rdma, "RDMA pairs (verbs RC writes) where the nodes have an active HCA port"),
+      path("rdma_library", &FabricSettings::rdma_library, "the libibverbs to load (default: libibverbs.so.1)"),
+      choice("nccl", &FabricSettings::nccl, {"auto", "true", "false"},
+             "NCCL all_reduce pairs through gpudiag-gpu-probe: auto where the node has an NVIDIA driver"),
       number("timeout", &FabricSettings::timeout_s, 5.0, 50.0, "seconds for the whole test"),
   });
   return kKeys;

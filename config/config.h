@@ -232,8 +232,12 @@ struct FabricSettings {
   std::string action = "fail";   // fail: the step does not start; warn: it starts, the verdict printed
   double seconds = 0.5;          // each direction of each pair sends this long
   double slow_fraction = 0.25;   // of the median node's best pair
-  double min_gbps = 0;           // an absolute floor per direction (0: none)
+  double min_gbps = 0;           // an absolute floor per direction over TCP (0: none)
+  double rdma_min_gbps = 0;      // the same over RDMA (0: none)
   double timeout_s = 40;         // the whole test, launch of every node included
+  bool rdma = true;              // RDMA pairs where the nodes have an active HCA port
+  std::string nccl = "auto";     // NCCL all_reduce pairs through the GPU probe: auto (nodes with an NVIDIA driver), true, false
+  std::string rdma_library;      // libibverbs to load ("" : libibverbs.so.1 from the loader's path)
 };
 
 struct Config {

@@ -1,10 +1,7 @@
 #include "fabric/fabric_coordinator.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,7 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <thread>
+#include <set>
 #include <vector>
 
 #include "fabric/fabric_report.h"
@@ -23,6 +20,7 @@
 #include "fabric/node_differs.h"
 #include "fabric/pair_plan.h"
 #include "fabric/pair_verdict.h"
+#include "util/detached_thread.h"
 #include "util/private_file.h"
 #include "util/tcp.h"
 
@@ -34,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 constexpr double kSilent_s = 10;          // a connection without a hello is dropped
 constexpr std::size_t kMaxPending = 256;  // connections without a hello; the oldest goes first
 constexpr double kStepSlack_s = 6;        // a test's connect, drain and report beyond its duration
+constexpr double kNcclStep_s = 25;        // a round of NCCL pairs: two probes each, CUDA and NCCL init included
 
 int ms_until(Clock::time_point t) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count();
@@ -53,6 +52,18 @@ struct Edge {
   TestRecord rec;
   bool sent = false, received = false;
 };
+
+// One step of the plan: directed tests that run at once, or the RDMA queue pairs' setup
+// for a round's pairs (made on both ends, then connected to each other's).
+struct Step {
+  enum Kind { kTest, kQp, kConnect, kNccl } kind = kTest;
+  std::vector<TestRecord> records;  // kTest
+  std::uint32_t ms = 0;             // kTest
+  std::vector<Pair> pairs;          // kQp, kConnect: node ids
+};
+
+using NodePair = std::pair<int, int>;  // (node, peer)
+NodePair key(int a, int b) { return a < b ? NodePair{a, b} : NodePair{b, a}; }
 
 class Coordinator {
  public:
@@ -147,7 +158,29 @@ class Coordinator {
   }
 
   void on_report(std::uint32_t node, const TestReport& r) {
+    const NodePair me{static_cast<int>(node), static_cast<int>(r.peer)};
+    if (r.kind == TestReport::kQp || r.kind == TestReport::kReady) {
+      auto w = waiting_.find(me);
+      if (w == waiting_.end() || w->second) return;  // not asked, or said already
+      w->second = true;
+      if (!r.error.empty()) {
+        rdma_broken_.emplace(key(me.first, me.second), nodes_[node].name + ": " + r.error);
+      } else if (r.kind == TestReport::kQp) {
+        qp_info_[me] = r.qp;
+      }
+      return;
+    }
+    if (r.kind == TestReport::kNcclId || r.kind == TestReport::kNcclDone) return on_nccl(me, r);
     for (auto& e : step_) {
+      if (r.kind == TestReport::kWritten && e.rec.transport == "rdma" && e.rec.from == me.first &&
+          e.rec.to == me.second && !e.sent) {
+        e.sent = e.received = true;
+        e.rec.bytes = r.bytes;
+        e.rec.usec = r.usec;
+        e.rec.error = r.error;
+        return;
+      }
+      if (e.rec.transport != "tcp") continue;
       if (r.kind == TestReport::kSent && e.rec.from == static_cast<int>(node) && e.rec.to == static_cast<int>(r.peer) &&
           !e.sent) {
         e.sent = true;
@@ -162,6 +195,65 @@ class Coordinator {
         return;
       }
     }
+  }
+
+  Edge* nccl_edge(int from, int to) {
+    for (auto& e : step_)
+      if (e.rec.transport == "nccl" && e.rec.from == from && e.rec.to == to) return &e;
+    return nullptr;
+  }
+
+  // Rank 0's id goes on to rank 1; each rank's result fills its direction.
+  void on_nccl(const NodePair& me, const TestReport& r) {
+    Edge* mine = nccl_edge(me.first, me.second);
+    Edge* theirs = nccl_edge(me.second, me.first);
+    if (!mine || !theirs || mine->sent) return;
+    if (r.kind == TestReport::kNcclDone) {
+      mine->sent = mine->received = true;
+      mine->rec.bytes = r.bytes;
+      mine->rec.usec = r.usec;
+      mine->rec.error = r.error;
+      return;
+    }
+    if (!nccl_id_heard_.insert(me).second) return;  // an id said twice
+    auto fd = leader_fd_.find(static_cast<std::uint32_t>(me.second));
+    if (!r.error.empty() || fd == leader_fd_.end()) {
+      const std::string why = !r.error.empty() ? nodes_[me.first].name + ": " + r.error
+                                               : nodes_[me.second].name + "'s task left the test";
+      for (Edge* e : {mine, theirs}) {
+        e->sent = e->received = true;
+        e->rec.error = why;
+      }
+      return;
+    }
+    Order o;
+    o.kind = Order::kNccl;
+    o.peer = static_cast<std::uint32_t>(me.first);
+    o.rank = 1;
+    o.nccl_id = r.nccl_id;
+    send_now(fd->second, format_order(o));
+  }
+
+  void start_nccl(const Step& st) {
+    step_kind_ = Step::kTest;
+    for (const auto& rec : st.records) step_.push_back(Edge{rec});
+    for (const Pair& p : st.pairs) {
+      auto fd = leader_fd_.find(static_cast<std::uint32_t>(p.a));
+      if (fd == leader_fd_.end()) {
+        for (Edge* e : {nccl_edge(p.a, p.b), nccl_edge(p.b, p.a)}) {
+          e->sent = e->received = true;
+          e->rec.error = nodes_[p.a].name + "'s task left the test";
+        }
+        continue;
+      }
+      Order o;
+      o.kind = Order::kNccl;
+      o.peer = static_cast<std::uint32_t>(p.b);
+      o.rank = 0;
+      send_now(fd->second, format_order(o));
+    }
+    step_until_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kNcclStep_s));
+    in_step_ = true;
   }
 
   // Everyone said hello: the nodes and the plan.
@@ -181,19 +273,30 @@ class Coordinator {
     for (std::uint32_t n = 0; n < nnodes_; ++n)
       if (nodes_[n].name.empty()) setup_error_ = "node " + std::to_string(n) + " has no first task";
     if (!setup_error_.empty()) return;
+    rdma_.hca.assign(nnodes_, "");
+    rdma_.none.assign(nnodes_, "");
+    for (const auto& [rank, h] : hellos_) {
+      if (h.local_rank != 0) continue;
+      rdma_.hca[h.node_id] = h.rdma_hca;
+      rdma_.none[h.node_id] = h.rdma_hca.empty() ? (h.rdma_none.empty() ? "no RDMA" : h.rdma_none) : "";
+      if (!h.rdma_hca.empty()) rdma_ids_.push_back(static_cast<int>(h.node_id));
+      if (h.nccl) nccl_ids_.push_back(static_cast<int>(h.node_id));
+      else nccl_none_[h.node_id] = h.nccl_none;
+    }
     const std::uint32_t ms = static_cast<std::uint32_t>(s_.cfg.seconds * 1000);
     if (nnodes_ >= 2) {
       std::vector<TestRecord> reach;
       for (std::uint32_t n = 1; n < nnodes_; ++n) reach.push_back(record(n, 0, true, 0, false));
-      plan_.push_back({reach, 0});
+      plan_.push_back(Step{Step::kTest, reach, 0, {}});
     }
     int round = 0;
-    for (const Round& r : first_rounds(static_cast<int>(nnodes_))) queue_round(r, ++round, false, ms);
+    for (const Round& r : first_rounds(static_cast<int>(nnodes_))) queue_round(r, ++round, false, ms, "tcp");
     rounds_ = round;
   }
 
-  TestRecord record(int from, int to, bool reach, int round, bool retest) {
+  TestRecord record(int from, int to, bool reach, int round, bool retest, const std::string& transport = "tcp") {
     TestRecord t;
+    t.transport = transport;
     t.from = from;
     t.to = to;
     t.reach = reach;
@@ -202,26 +305,94 @@ class Coordinator {
     return t;
   }
 
-  // Both directions of a round's pairs, one direction at a time.
-  void queue_round(const Round& r, int round, bool retest, std::uint32_t ms) {
+  // Both directions of a round's pairs, one direction at a time (over RDMA, after the
+  // queue pairs' setup: one RC connection serves both directions).
+  void queue_round(const Round& r, int round, bool retest, std::uint32_t ms, const std::string& transport) {
     std::vector<TestRecord> there, back;
     for (const Pair& p : r) {
-      there.push_back(record(p.a, p.b, false, round, retest));
-      back.push_back(record(p.b, p.a, false, round, retest));
+      there.push_back(record(p.a, p.b, false, round, retest, transport));
+      back.push_back(record(p.b, p.a, false, round, retest, transport));
     }
-    plan_.push_back({there, ms});
-    plan_.push_back({back, ms});
+    if (transport == "rdma") {
+      plan_.push_back(Step{Step::kQp, {}, 0, r});
+      plan_.push_back(Step{Step::kConnect, {}, 0, r});
+    }
+    plan_.push_back(Step{Step::kTest, there, ms, {}});
+    plan_.push_back(Step{Step::kTest, back, ms, {}});
+  }
+
+  // RDMA (NCCL) pairs over the nodes that have RDMA (a GPU): the plan's functions see them as 0..k-1.
+  std::vector<Pair> to_nodes(const std::vector<Pair>& pairs, const std::vector<int>& ids) const {
+    std::vector<Pair> out;
+    for (const Pair& p : pairs) out.push_back(Pair{ids[p.a], ids[p.b]});
+    return out;
+  }
+  std::vector<Pair> to_nodes(const std::vector<Pair>& pairs) const { return to_nodes(pairs, rdma_ids_); }
+  std::vector<Pair> to_subset(const std::vector<Pair>& pairs) const {
+    std::vector<Pair> out;
+    auto index = [&](int n) {
+      return static_cast<int>(std::find(rdma_ids_.begin(), rdma_ids_.end(), n) - rdma_ids_.begin());
+    };
+    for (const Pair& p : pairs) {
+      const int a = index(p.a), b = index(p.b);
+      if (a < static_cast<int>(rdma_ids_.size()) && b < static_cast<int>(rdma_ids_.size()))
+        out.push_back(a < b ? Pair{a, b} : Pair{b, a});
+    }
+    return out;
+  }
+
+  void start_setup(const Step& st) {
+    step_kind_ = st.kind;
+    for (const Pair& p : st.pairs) {
+      if (rdma_broken_.count(key(p.a, p.b))) continue;
+      for (auto [x, y] : {NodePair{p.a, p.b}, NodePair{p.b, p.a}}) {
+        auto fd = leader_fd_.find(static_cast<std::uint32_t>(x));
+        if (fd == leader_fd_.end()) {
+          rdma_broken_.emplace(key(x, y), nodes_[x].name + "'s task left the test");
+          continue;
+        }
+        Order o;
+        o.peer = static_cast<std::uint32_t>(y);
+        if (st.kind == Step::kQp) {
+          o.kind = Order::kQp;
+        } else {
+          auto info = qp_info_.find(NodePair{y, x});
+          if (info == qp_info_.end()) continue;  // broken above
+          o.kind = Order::kConnect;
+          o.qp = info->second;
+        }
+        waiting_[NodePair{x, y}] = false;
+        send_now(fd->second, format_order(o));
+      }
+    }
+    step_until_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kStepSlack_s));
+    in_step_ = true;
   }
 
   void start_step() {
-    auto [records, ms] = plan_.front();
+    Step st = plan_.front();
     plan_.pop_front();
     step_.clear();
-    for (auto& rec : records) {
+    waiting_.clear();
+    if (st.kind == Step::kNccl) return start_nccl(st);
+    if (st.kind != Step::kTest) return start_setup(st);
+    step_kind_ = Step::kTest;
+    const std::uint32_t ms = st.ms;
+    for (auto& rec : st.records) {
       Edge e{rec};
       const NodeEntry& to = nodes_[rec.to];
       auto fd = leader_fd_.find(rec.from);
-      if (to.addr.empty() || to.port == 0) {
+      auto broken = rdma_broken_.find(key(rec.from, rec.to));
+      if (rec.transport == "rdma" && broken != rdma_broken_.end()) {
+        e.rec.error = broken->second;
+        e.sent = e.received = true;
+      } else if (rec.transport == "rdma" && fd != leader_fd_.end()) {
+        Order o;
+        o.kind = Order::kWrite;
+        o.peer = static_cast<std::uint32_t>(rec.to);
+        o.ms = ms;
+        send_now(fd->second, format_order(o));
+      } else if (rec.transport == "tcp" && (to.addr.empty() || to.port == 0)) {
         e.rec.error = to.name + " has no listener";
         e.sent = e.received = true;
       } else if (fd == leader_fd_.end()) {
@@ -244,11 +415,17 @@ class Coordinator {
   }
 
   bool step_done() const {
+    if (step_kind_ != Step::kTest)
+      return std::all_of(waiting_.begin(), waiting_.end(), [](const auto& w) { return w.second; });
     return std::all_of(step_.begin(), step_.end(),
                        [](const Edge& e) { return e.sent && (e.received || !e.rec.error.empty()); });
   }
 
   void end_step() {
+    for (const auto& [who, answered] : waiting_)
+      if (!answered)
+        rdma_broken_.emplace(key(who.first, who.second), "no answer from " + nodes_[who.first].name + " in time");
+    waiting_.clear();
     for (auto& e : step_) {
       if (e.rec.error.empty() && !e.sent) e.rec.error = "no report from " + nodes_[e.rec.from].name + " in time";
       else if (e.rec.error.empty() && !e.received)
@@ -279,7 +456,36 @@ class Coordinator {
       for (const auto& p : j.pairs) tested.push_back(p.pair);
       const std::uint32_t ms = static_cast<std::uint32_t>(s_.cfg.seconds * 1000);
       for (const Round& r : pack_rounds(retest_pairs(static_cast<int>(nnodes_), tested, j.slow)))
-        queue_round(r, ++rounds_, true, ms);
+        queue_round(r, ++rounds_, true, ms, "tcp");
+    }
+    const int k = static_cast<int>(rdma_ids_.size());
+    const std::uint32_t ms = static_cast<std::uint32_t>(s_.cfg.seconds * 1000);
+    if (plan_.empty() && !rdma_started_ && k >= 2) {
+      rdma_started_ = true;
+      rdma_.tested = true;
+      for (const Round& r : first_rounds(k)) queue_round(to_nodes(r), ++rounds_, false, ms, "rdma");
+    } else if (plan_.empty() && rdma_started_ && !rdma_retested_) {
+      rdma_retested_ = true;
+      const auto j = judge_pairs(static_cast<int>(nnodes_), measurements(tests_, "rdma"), s_.cfg.slow_fraction,
+                                 s_.cfg.rdma_min_gbps);
+      std::vector<Pair> tested;
+      for (const auto& p : j.pairs) tested.push_back(p.pair);
+      for (const Round& r : pack_rounds(retest_pairs(k, to_subset(tested), to_subset(j.slow))))
+        queue_round(to_nodes(r), ++rounds_, true, ms, "rdma");
+    }
+    if (plan_.empty() && !nccl_started_ && nccl_ids_.size() >= 2) {
+      nccl_started_ = true;
+      // Each round: every pair's all_reduce at once, both ranks' figures (no re-test:
+      // a probe's start costs seconds, and the pairs above already tell node from link).
+      for (const Round& r : first_rounds(static_cast<int>(nccl_ids_.size()))) {
+        Step st{Step::kNccl, {}, 0, to_nodes(r, nccl_ids_)};
+        ++rounds_;
+        for (const Pair& p : st.pairs) {
+          st.records.push_back(record(p.a, p.b, false, rounds_, false, "nccl"));
+          st.records.push_back(record(p.b, p.a, false, rounds_, false, "nccl"));
+        }
+        plan_.push_back(st);
+      }
     }
     if (plan_.empty()) return finish();
     start_step();
@@ -311,10 +517,18 @@ class Coordinator {
       findings.push_back(Finding{"unreachable", true, "srun", why});
     } else {
       rep.judgement = judge_pairs(static_cast<int>(nnodes_), measurements(tests_), s_.cfg.slow_fraction, s_.cfg.min_gbps);
+      rdma_.judgement = judge_pairs(static_cast<int>(nnodes_), measurements(tests_, "rdma"), s_.cfg.slow_fraction,
+                                    s_.cfg.rdma_min_gbps);
       findings = listen_errors_;
       int port = 0;
       if (!nodes_.empty()) port = nodes_[0].port;
       for (auto& f : pair_findings(nodes_, tests_, rep.judgement, port)) findings.push_back(f);
+      for (auto& f : pair_findings(nodes_, tests_, rdma_.judgement, port, "rdma")) findings.push_back(f);
+      for (auto& f : rdma_findings(nodes_, rdma_)) findings.push_back(f);
+      rep.nccl_tested = nccl_started_;
+      rep.nccl_judgement = judge_pairs(static_cast<int>(nnodes_), measurements(tests_, "nccl"), s_.cfg.slow_fraction, 0);
+      for (auto& f : pair_findings(nodes_, tests_, rep.nccl_judgement, port, "nccl")) findings.push_back(f);
+      for (const auto& [n, why] : nccl_none_) rep.nccl_none[nodes_[n].name] = why;
       if (timed_out_)
         findings.push_back(Finding{"unreachable", true, "srun",
                                    "the test did not finish within fabric.timeout (" +
@@ -326,7 +540,9 @@ class Coordinator {
     rep.findings = findings;
     rep.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
     const std::string path = s_.report_dir.empty() ? "" : s_.report_dir + "/fabric.json";
-    rep.verdict = fabric_verdict(findings, s_.cfg.action == "fail", rep.judgement, nodes_.size(), path);
+    rep.rdma = rdma_;
+    rep.verdict = fabric_verdict(findings, s_.cfg.action == "fail", rep.judgement, nodes_.size(), path, &rdma_,
+                                 &rep.nccl_judgement);
     std::string write_error = path.empty() ? "no diag dir" : (s_.dir_check ? s_.dir_check(s_.report_dir) : "");
     if (write_error.empty()) write_error = write_report_file(s_.report_dir, "fabric.json", fabric_json(rep), s_.uid);
     std::string text;
@@ -354,7 +570,17 @@ class Coordinator {
   std::vector<NodeEntry> nodes_;
   std::vector<Finding> listen_errors_;
   std::string setup_error_;
-  std::deque<std::pair<std::vector<TestRecord>, std::uint32_t>> plan_;
+  std::deque<Step> plan_;
+  Step::Kind step_kind_ = Step::kTest;
+  std::map<NodePair, bool> waiting_;          // setup replies asked for: answered yet
+  std::map<NodePair, QpInfo> qp_info_;        // (node, peer): the queue pair node made for peer
+  std::map<NodePair, std::string> rdma_broken_;  // key(a, b): why RDMA between them cannot run
+  std::vector<int> rdma_ids_;                 // nodes with RDMA, by id
+  RdmaSummary rdma_;
+  bool rdma_started_ = false, rdma_retested_ = false, nccl_started_ = false;
+  std::vector<int> nccl_ids_;                  // nodes that run NCCL pairs, by id
+  std::set<NodePair> nccl_id_heard_;           // (rank 0, rank 1) whose id went on
+  std::map<std::uint32_t, std::string> nccl_none_;  // why the others do not
   std::vector<Edge> step_;
   std::vector<TestRecord> tests_;
   Clock::time_point step_until_ = Clock::time_point::max();
@@ -383,7 +609,7 @@ std::string write_report_file(const std::string& dir, const std::string& name, c
 
 CoordinatorStart start_fabric_coordinator(const CoordinatorSettings& s) {
   CoordinatorStart out;
-  auto token = new_token();
+  auto token = new_step_token();
   if (!token) {
     out.error = std::string("no random token: ") + std::strerror(errno);
     return out;
@@ -391,21 +617,9 @@ CoordinatorStart start_fabric_coordinator(const CoordinatorSettings& s) {
   int port = 0;
   int fd = tcp_listen("", 0, 1024, port, out.error);
   if (fd < 0) return out;
-  // srun unloads its plugins (dlclose) at exit while the thread may still run: keep the
-  // code mapped until the process ends.
-  Dl_info self{};
-  if (::dladdr(reinterpret_cast<void*>(&serve), &self) && self.dli_fname)
-    ::dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-  sigset_t all, old;
-  ::sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  try {
-    std::thread(serve, fd, *token, s).detach();
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  } catch (const std::exception& e) {
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  out.error = start_detached_thread([fd, token = *token, s] { serve(fd, token, s); });
+  if (!out.error.empty()) {
     ::close(fd);
-    out.error = std::string("no thread: ") + e.what();
     return out;
   }
   out.endpoint = Endpoint{port, *token};

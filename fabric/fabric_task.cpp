@@ -8,8 +8,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <vector>
 
+#include "fabric/rdma_verbs.h"
+#include "util/control_bytes.h"
 #include "util/tcp.h"
 
 namespace gpudiag::fabric {
@@ -22,6 +25,7 @@ constexpr double kHeader_s = 3;           // a connection that says nothing is d
 constexpr std::size_t kMaxInbound = 64;
 constexpr double kQuiet_s = 0.5;          // silent this long, a connection may make room   // connections at once; the oldest silent one goes first
 constexpr std::size_t kChunk = 256 * 1024;
+constexpr double kNcclPair_s = 20;        // a pair's probe: CUDA's start, NCCL's init, the all_reduce
 
 int ms_left(Clock::time_point until) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
@@ -130,6 +134,14 @@ TaskOutcome run_fabric_task(TaskSide s) {
       s.hello.listen_port = port;
     }
   }
+  std::unique_ptr<RdmaNode> rdma;
+  if (s.leader && s.hello.nnodes >= 2) {  // one node has no pair to test
+    if (!s.rdma) s.hello.rdma_none = "fabric.rdma: false";
+    else rdma = RdmaNode::open(s.rdma_library, s.nccl_ib_hca, s.nccl_ib_gid_index, s.hello.rdma_none);
+    if (rdma) s.hello.rdma_hca = rdma->hca_port();
+    s.hello.nccl = s.nccl_none.empty();
+    s.hello.nccl_none = s.nccl_none;
+  }
   int srun = tcp_connect(s.srun_addr, s.endpoint.port, kConnect_s, out.detail);
   if (srun < 0) {
     out.detail = "cannot reach srun at " + s.srun_addr + ":" + std::to_string(s.endpoint.port) + ": " + out.detail;
@@ -177,9 +189,61 @@ TaskOutcome run_fabric_task(TaskSide s) {
           done = true;
         } else if (s.leader) {
           TestReport r;
-          r.kind = TestReport::kSent;
           r.peer = order->peer;
-          r.error = send_to(*order, s.endpoint.token, s.hello.node_id);
+          r.kind = TestReport::kSent;
+          if (order->kind == Order::kSend) {
+            r.error = send_to(*order, s.endpoint.token, s.hello.node_id);
+          } else if (order->kind == Order::kNccl) {
+            r.kind = TestReport::kNcclDone;
+            const double left = std::chrono::duration<double>(until - Clock::now()).count();
+            if (!s.nccl_none.empty()) {
+              r.kind = order->rank == 0 ? TestReport::kNcclId : TestReport::kNcclDone;
+              r.error = "no NCCL on " + s.hello.node + ": " + s.nccl_none;
+            } else if (left < 2) {
+              r.error = "no time left for an NCCL pair";
+            } else {
+              bool said = false;
+              auto res = run_nccl_pair(s.nccl_probe, order->rank, order->nccl_id, std::min(kNcclPair_s, left - 1),
+                                       [&](const std::string& id) {
+                                         TestReport idr;
+                                         idr.kind = TestReport::kNcclId;
+                                         idr.peer = order->peer;
+                                         idr.nccl_id = id;
+                                         said = true;
+                                         return send_line(srun, format_test_report(idr));
+                                       });
+              if (order->rank == 0 && !said) {  // srun waits for the id first
+                TestReport idr;
+                idr.kind = TestReport::kNcclId;
+                idr.peer = order->peer;
+                idr.error = res.error.empty() ? "the GPU probe made no id" : res.error;
+                if (!is_one_printable_line(idr.error)) idr.error = escape_control(idr.error);
+                if (!send_line(srun, format_test_report(idr))) done = true;
+                continue;
+              }
+              r.bytes = res.bytes;
+              r.usec = res.usec;
+              r.error = res.error;
+            }
+          } else if (!rdma) {
+            r.kind = order->kind == Order::kQp ? TestReport::kQp
+                                                : (order->kind == Order::kConnect ? TestReport::kReady : TestReport::kWritten);
+            r.error = "no RDMA on " + s.hello.node;
+          } else if (order->kind == Order::kQp) {
+            r.kind = TestReport::kQp;
+            if (auto q = rdma->make_qp(order->peer, r.error)) r.qp = *q;
+          } else if (order->kind == Order::kConnect) {
+            r.kind = TestReport::kReady;
+            r.error = rdma->connect(order->peer, order->qp);
+          } else {
+            r.kind = TestReport::kWritten;
+            auto w = rdma->write_for(order->peer, order->ms);
+            r.bytes = w.bytes;
+            r.usec = w.usec;
+            r.error = w.error;
+          }
+          if (!is_one_printable_line(r.error)) r.error = escape_control(r.error);
+          if (r.error.size() > 300) r.error = r.error.substr(0, 300);  // a report line is bounded
           if (!send_line(srun, format_test_report(r))) done = true;
         }
       }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fabric/fabric_wire.h"
+#include "fabric/nccl_pair.h"
 
 namespace gpudiag::fabric {
 
@@ -18,6 +19,13 @@ struct TaskSide {
   bool leader = false;    // the node's first task
   std::string listen_addr;  // numeric: the address gloo and NCCL's bootstrap will use
   int listen_port = 0;      // the rendezvous port on the first node; 0: any
+  // RDMA (the node's first task): whether to try, the library (fabric.rdma_library, ""
+  // for libibverbs.so.1), and the task's NCCL_IB_HCA and NCCL_IB_GID_INDEX.
+  bool rdma = true;
+  std::string rdma_library, nccl_ib_hca, nccl_ib_gid_index;
+  // NCCL (the node's first task): the probe to run, or why this node runs no NCCL pair.
+  NcclProbe nccl_probe;
+  std::string nccl_none = "no GPU probe given";  // "" : the node takes part
   double deadline_s = 45;
 };
 

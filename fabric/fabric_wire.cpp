@@ -1,7 +1,6 @@
 #include "fabric/fabric_wire.h"
 
 #include <arpa/inet.h>
-#include <sys/random.h>
 
 #include <algorithm>
 #include <cctype>
@@ -19,10 +18,6 @@ constexpr std::size_t kWordMax = 255;
 constexpr std::size_t kValueMax = 4096;
 constexpr std::size_t kListMax = 256;
 constexpr std::uint32_t kCountMax = 1u << 20;
-
-bool all_hex(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); });
-}
 
 // A decimal number as the formatters write it: digits, no leading zero.
 std::optional<std::uint64_t> number(const std::string& s, std::uint64_t max) {
@@ -96,34 +91,17 @@ std::optional<Endpoint> parse_endpoint(const std::string& value) {
   if (colon == std::string::npos) return std::nullopt;
   auto port = number(value.substr(0, colon), 65535);
   const std::string token = value.substr(colon + 1);
-  if (!port || *port == 0 || token.size() != kTokenHex || !all_hex(token)) return std::nullopt;
+  if (!port || *port == 0 || !is_step_token(token)) return std::nullopt;
   return Endpoint{static_cast<int>(*port), token};
-}
-
-bool same_token(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;  // no early exit: the time says nothing about the token
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-std::optional<std::string> new_token() {
-  unsigned char raw[kTokenHex / 2];
-  if (::getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) return std::nullopt;
-  static const char* hex = "0123456789abcdef";
-  std::string t;
-  for (unsigned char c : raw) {
-    t += hex[c >> 4];
-    t += hex[c & 15];
-  }
-  return t;
 }
 
 std::string format_hello(const std::string& token, const TaskHello& h) {
   json j = {{"rank", h.rank},           {"node_id", h.node_id},     {"nnodes", h.nnodes},
             {"local_rank", h.local_rank}, {"local_tasks", h.local_tasks}, {"node", h.node},
             {"launcher", h.launcher},   {"env", h.env},             {"injected", h.injected},
-            {"listen_addr", h.listen_addr}, {"listen_port", h.listen_port}, {"listen_error", h.listen_error}};
+            {"listen_addr", h.listen_addr}, {"listen_port", h.listen_port}, {"listen_error", h.listen_error},
+            {"rdma_hca", h.rdma_hca},   {"rdma_none", h.rdma_none},     {"nccl", h.nccl},
+            {"nccl_none", h.nccl_none}};
   if (h.facts) {
     const NodeFacts& f = *h.facts;
     j["facts"] = {{"driver", f.driver}, {"kernel", f.kernel}, {"rdma_core", f.rdma_core}, {"hcas", f.hcas},
@@ -169,6 +147,15 @@ std::optional<TaskHello> parse_hello(const std::string& line, const std::string&
     if (!port.is_number_integer() || port.get<long long>() < 0 || port.get<long long>() > 65535) return std::nullopt;
     h.listen_port = port.get<int>();
     h.listen_error = text(j, "listen_error", false);
+    // Optional: a task of an older plugin says nothing of RDMA.
+    if (j.contains("rdma_hca")) h.rdma_hca = text(j, "rdma_hca", false);
+    if (j.contains("rdma_none")) h.rdma_none = text(j, "rdma_none", false);
+    if (h.rdma_hca.size() > kWordMax || h.rdma_hca.find(' ') != std::string::npos) return std::nullopt;
+    if (j.contains("nccl")) {
+      if (!j.at("nccl").is_boolean()) return std::nullopt;
+      h.nccl = j.at("nccl").get<bool>();
+    }
+    if (j.contains("nccl_none")) h.nccl_none = text(j, "nccl_none", false);
     if (j.contains("facts")) {
       const json& fj = j.at("facts");
       if (!fj.is_object()) return std::nullopt;
@@ -186,10 +173,50 @@ std::optional<TaskHello> parse_hello(const std::string& line, const std::string&
   }
 }
 
+namespace {
+
+// "PEER ok[ REST]" or "PEER err TEXT" after a report's or order's verb.
+std::string outcome(std::uint32_t peer, const std::string& error, const std::string& rest) {
+  return std::to_string(peer) + (error.empty() ? " ok" + (rest.empty() ? "" : " " + rest) : " err " + error);
+}
+
+// Splits "PEER ok[ REST]" / "PEER err TEXT"; false for anything else.
+bool parse_outcome(const std::string& s, std::uint32_t& peer, std::string& error, std::string& rest) {
+  auto sp = s.find(' ');
+  auto p = number(s.substr(0, sp), kCountMax);
+  if (!p || sp == std::string::npos) return false;
+  peer = static_cast<std::uint32_t>(*p);
+  const std::string tail = s.substr(sp + 1);
+  if (tail == "ok") return true;
+  if (tail.rfind("ok ", 0) == 0) {
+    rest = tail.substr(3);
+    return !rest.empty();
+  }
+  if (tail.rfind("err ", 0) != 0 || tail.size() == 4) return false;
+  error = tail.substr(4);
+  return true;
+}
+
+}  // namespace
+
 std::string format_test_report(const TestReport& r) {
-  if (r.kind == TestReport::kReceived)
-    return "rx " + std::to_string(r.peer) + " " + std::to_string(r.bytes) + " " + std::to_string(r.usec) + "\n";
-  return "tx " + std::to_string(r.peer) + (r.error.empty() ? " ok" : " err " + r.error) + "\n";
+  switch (r.kind) {
+    case TestReport::kReceived:
+      return "rx " + std::to_string(r.peer) + " " + std::to_string(r.bytes) + " " + std::to_string(r.usec) + "\n";
+    case TestReport::kSent: return "tx " + outcome(r.peer, r.error, "") + "\n";
+    case TestReport::kQp: return "qp " + outcome(r.peer, r.error, r.error.empty() ? format_qp_info(r.qp) : "") + "\n";
+    case TestReport::kReady: return "ready " + outcome(r.peer, r.error, "") + "\n";
+    case TestReport::kWritten:
+      return "wtx " +
+             outcome(r.peer, r.error, r.error.empty() ? std::to_string(r.bytes) + " " + std::to_string(r.usec) : "") +
+             "\n";
+    case TestReport::kNcclId: return "nid " + outcome(r.peer, r.error, r.error.empty() ? r.nccl_id : "") + "\n";
+    case TestReport::kNcclDone:
+      return "nrx " +
+             outcome(r.peer, r.error, r.error.empty() ? std::to_string(r.bytes) + " " + std::to_string(r.usec) : "") +
+             "\n";
+  }
+  return "\n";
 }
 
 std::optional<TestReport> parse_test_report(const std::string& line) {
@@ -205,33 +232,121 @@ std::optional<TestReport> parse_test_report(const std::string& line) {
     r.usec = *usec;
     return r;
   }
-  if (line.rfind("tx ", 0) != 0) return std::nullopt;
-  r.kind = TestReport::kSent;
-  auto sp = line.find(' ', 3);
-  auto peer = number(line.substr(3, sp == std::string::npos ? std::string::npos : sp - 3), kCountMax);
-  if (!peer || sp == std::string::npos) return std::nullopt;
-  r.peer = static_cast<std::uint32_t>(*peer);
-  const std::string rest = line.substr(sp + 1);
-  if (rest == "ok") return r;
-  if (rest.rfind("err ", 0) != 0 || rest.size() == 4) return std::nullopt;
-  r.error = rest.substr(4);
-  return r;
+  const auto sp = line.find(' ');
+  if (sp == std::string::npos) return std::nullopt;
+  const std::string verb = line.substr(0, sp);
+  std::string rest;
+  if (!parse_outcome(line.substr(sp + 1), r.peer, r.error, rest)) return std::nullopt;
+  if (verb == "tx" || verb == "ready") {
+    r.kind = verb == "tx" ? TestReport::kSent : TestReport::kReady;
+    return rest.empty() ? std::optional<TestReport>(r) : std::nullopt;
+  }
+  if (verb == "qp") {
+    r.kind = TestReport::kQp;
+    if (!r.error.empty()) return r;
+    auto q = parse_qp_info(rest);
+    if (!q) return std::nullopt;
+    r.qp = *q;
+    return r;
+  }
+  if (verb == "nid") {
+    r.kind = TestReport::kNcclId;
+    if (!r.error.empty()) return r;
+    if (rest.size() != kNcclIdHex || !std::all_of(rest.begin(), rest.end(), [](char c) {
+          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        }))
+      return std::nullopt;
+    r.nccl_id = rest;
+    return r;
+  }
+  if (verb == "wtx" || verb == "nrx") {
+    r.kind = verb == "wtx" ? TestReport::kWritten : TestReport::kNcclDone;
+    if (!r.error.empty()) return r;
+    auto f = split_spaces(rest, 2);
+    if (f.empty()) return std::nullopt;
+    auto bytes = number(f[0], 1ull << 50), usec = number(f[1], 1ull << 40);
+    if (!bytes || !usec) return std::nullopt;
+    r.bytes = *bytes;
+    r.usec = *usec;
+    return r;
+  }
+  return std::nullopt;
 }
 
 std::string format_order(const Order& o) {
-  if (o.kind == Order::kEnd) return o.ok ? "end ok\n" : "end fail\n";
-  return "send " + std::to_string(o.peer) + " " + o.addr + " " + std::to_string(o.port) + " " +
-         std::to_string(o.ms) + "\n";
+  switch (o.kind) {
+    case Order::kEnd: return o.ok ? "end ok\n" : "end fail\n";
+    case Order::kSend:
+      return "send " + std::to_string(o.peer) + " " + o.addr + " " + std::to_string(o.port) + " " +
+             std::to_string(o.ms) + "\n";
+    case Order::kQp: return "qp " + std::to_string(o.peer) + "\n";
+    case Order::kConnect: return "connect " + std::to_string(o.peer) + " " + format_qp_info(o.qp) + "\n";
+    case Order::kWrite: return "write " + std::to_string(o.peer) + " " + std::to_string(o.ms) + "\n";
+    case Order::kNccl:
+      return "nccl " + std::to_string(o.peer) + " " + std::to_string(o.rank) + (o.rank == 1 ? " " + o.nccl_id : "") +
+             "\n";
+  }
+  return "\n";
 }
 
 std::optional<Order> parse_order(const std::string& line) {
-  if (line == "end ok" || line == "end fail") return Order{Order::kEnd, 0, "", 0, 0, line == "end ok"};
-  auto f = split_spaces(line, 5);
-  if (f.empty() || f[0] != "send" || line.size() >= kLineMax) return std::nullopt;
-  auto peer = number(f[1], kCountMax), port = number(f[3], 65535), ms = number(f[4], 60000);
-  if (!peer || !port || *port == 0 || !ms || !numeric_addr(f[2])) return std::nullopt;
-  return Order{Order::kSend, static_cast<std::uint32_t>(*peer), f[2], static_cast<int>(*port),
-               static_cast<std::uint32_t>(*ms), false};
+  if (line == "end ok" || line == "end fail") return Order{Order::kEnd, 0, "", 0, 0, line == "end ok", {}};
+  if (line.size() >= kLineMax) return std::nullopt;
+  if (line.rfind("send ", 0) == 0) {
+    auto f = split_spaces(line, 5);
+    if (f.empty()) return std::nullopt;
+    auto peer = number(f[1], kCountMax), port = number(f[3], 65535), ms = number(f[4], 60000);
+    if (!peer || !port || *port == 0 || !ms || !numeric_addr(f[2])) return std::nullopt;
+    return Order{Order::kSend, static_cast<std::uint32_t>(*peer), f[2], static_cast<int>(*port),
+                 static_cast<std::uint32_t>(*ms), false, {}};
+  }
+  Order o;
+  if (line.rfind("qp ", 0) == 0) {
+    auto peer = number(line.substr(3), kCountMax);
+    if (!peer) return std::nullopt;
+    o.kind = Order::kQp;
+    o.peer = static_cast<std::uint32_t>(*peer);
+    return o;
+  }
+  if (line.rfind("write ", 0) == 0) {
+    auto f = split_spaces(line, 3);
+    if (f.empty()) return std::nullopt;
+    auto peer = number(f[1], kCountMax), ms = number(f[2], 60000);
+    if (!peer || !ms) return std::nullopt;
+    o.kind = Order::kWrite;
+    o.peer = static_cast<std::uint32_t>(*peer);
+    o.ms = static_cast<std::uint32_t>(*ms);
+    return o;
+  }
+  if (line.rfind("nccl ", 0) == 0) {
+    auto f = split_spaces(line, 3);
+    if (f.empty()) return std::nullopt;
+    auto peer = number(f[1], kCountMax);
+    if (!peer) return std::nullopt;
+    o.kind = Order::kNccl;
+    o.peer = static_cast<std::uint32_t>(*peer);
+    if (f[2] == "0") return o;
+    if (f[2].rfind("1 ", 0) != 0) return std::nullopt;
+    o.rank = 1;
+    o.nccl_id = f[2].substr(2);
+    if (o.nccl_id.size() != kNcclIdHex || !std::all_of(o.nccl_id.begin(), o.nccl_id.end(), [](char c) {
+          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        }))
+      return std::nullopt;
+    return o;
+  }
+  if (line.rfind("connect ", 0) == 0) {
+    auto f = split_spaces(line, 3);
+    if (f.empty()) return std::nullopt;
+    auto peer = number(f[1], kCountMax);
+    auto q = parse_qp_info(f[2]);
+    if (!peer || !q) return std::nullopt;
+    o.kind = Order::kConnect;
+    o.peer = static_cast<std::uint32_t>(*peer);
+    o.qp = *q;
+    return o;
+  }
+  return std::nullopt;
 }
 
 std::string format_data_header(const std::string& token, std::uint32_t from) {

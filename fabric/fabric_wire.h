@@ -11,12 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "fabric/qp_info.h"
+#include "util/step_token.h"
+
 namespace gpudiag::fabric {
 
 inline constexpr const char* kFabricEnv = "GPUDIAG_FABRIC";
 inline constexpr std::size_t kHelloMax = 64 * 1024;  // a task's hello, newline included
 inline constexpr std::size_t kLineMax = 512;         // any other line
-inline constexpr std::size_t kTokenHex = 32;
+inline constexpr std::size_t kTokenHex = kStepTokenHex;
 
 struct Endpoint {
   int port = 0;
@@ -24,8 +27,6 @@ struct Endpoint {
 };
 std::string format_endpoint(const Endpoint& e);
 std::optional<Endpoint> parse_endpoint(const std::string& value);
-bool same_token(const std::string& a, const std::string& b);  // constant time
-std::optional<std::string> new_token();                       // getrandom; nullopt: none
 
 // What the node that NCCL and torch meet looks like (the node's first task gathers it).
 struct NodeFacts {
@@ -55,6 +56,13 @@ struct TaskHello {
   int listen_port = 0;
   std::string listen_error;  // why there is none, or why not on the rendezvous port
   std::optional<NodeFacts> facts;
+  // RDMA (the node's first task): the HCA port it tests with ("mlx5_0:1"), or why none
+  // ("no libibverbs.so.1", "no active port NCCL_IB_HCA selects").
+  std::string rdma_hca;
+  std::string rdma_none;
+  // NCCL (the node's first task): whether it can run a pair through the GPU probe, or why not.
+  bool nccl = false;
+  std::string nccl_none;
 };
 std::string format_hello(const std::string& token, const TaskHello& h);
 // `line` without its newline. The token is checked before the rest is parsed.
@@ -62,24 +70,39 @@ std::optional<TaskHello> parse_hello(const std::string& line, const std::string&
 
 // A node's first task reports what its tests did.
 struct TestReport {
-  enum Kind { kReceived, kSent } kind = kReceived;
+  enum Kind {
+    kReceived,  // TCP: what arrived from `peer`
+    kSent,      // TCP: sent to `peer` as ordered (or `error`)
+    kQp,        // RDMA: the queue pair made for `peer` (or `error`)
+    kReady,     // RDMA: the queue pair for `peer` connected (or `error`)
+    kWritten,   // RDMA: what the writes to `peer` moved (or `error`)
+    kNcclId,    // NCCL: rank 0's unique id for the pair with `peer` (or `error`)
+    kNcclDone,  // NCCL: what this node's all_reduce with `peer` moved (or `error`)
+  } kind = kReceived;
   std::uint32_t peer = 0;           // the other node's id
-  std::uint64_t bytes = 0;          // kReceived
-  std::uint64_t usec = 0;           // kReceived: from the header to EOF
-  std::string error;                // kSent: "" when it sent all it was told to
+  std::uint64_t bytes = 0;          // kReceived, kWritten
+  std::uint64_t usec = 0;           // kReceived: from the header to EOF; kWritten: first post to last completion
+  std::string error;                // kSent, kQp, kReady, kWritten: "" when it worked
+  QpInfo qp;                        // kQp without error
+  std::string nccl_id;              // kNcclId without error: 256 hex digits
 };
+inline constexpr std::size_t kNcclIdHex = 256;
 std::string format_test_report(const TestReport& r);
 std::optional<TestReport> parse_test_report(const std::string& line);
 
-// srun's orders: send to a node for `ms` milliseconds (0: connect, say who, close), or
-// the end of the test with the step's fate.
+// srun's orders: send to a node over TCP for `ms` milliseconds (0: connect, say who,
+// close); make an RDMA queue pair for a node, connect it to the node's, write to it for
+// `ms`; or the end of the test with the step's fate.
 struct Order {
-  enum Kind { kSend, kEnd } kind = kEnd;
+  enum Kind { kSend, kEnd, kQp, kConnect, kWrite, kNccl } kind = kEnd;
   std::uint32_t peer = 0;
   std::string addr;
   int port = 0;
-  std::uint32_t ms = 0;
-  bool ok = false;  // kEnd
+  std::uint32_t ms = 0;   // kSend, kWrite
+  bool ok = false;        // kEnd
+  QpInfo qp;              // kConnect: the peer's queue pair
+  int rank = 0;           // kNccl: this node's rank in the pair (0 makes the id)
+  std::string nccl_id;    // kNccl, rank 1: the id rank 0 made
 };
 std::string format_order(const Order& o);
 std::optional<Order> parse_order(const std::string& line);

@@ -103,22 +103,34 @@ std::vector<Finding> find_differences(const std::vector<TaskHello>& tasks) {
   return out;
 }
 
-bool nccl_list_matches_any(const std::string& value, const std::vector<std::string>& names) {
+bool nccl_list_selects(const std::string& value, const std::string& name, int port) {
   std::string v = value;
   if (v.empty()) return true;
-  if (v[0] == '^') return true;  // excludes: whatever is left is NCCL's to pick
+  const bool exclude = v[0] == '^';
+  if (exclude) v = v.substr(1);
   bool exact = false;
-  if (v[0] == '=') {
+  if (!v.empty() && v[0] == '=') {
     exact = true;
     v = v.substr(1);
   }
+  bool listed = false;
   for (std::string item : split_commas(v)) {
+    int item_port = 0;
     auto colon = item.find(':');
-    if (colon != std::string::npos) item = item.substr(0, colon);  // mlx5_0:1
-    for (const auto& n : names)
-      if (exact ? n == item : starts(n, item.c_str())) return true;
+    if (colon != std::string::npos) {  // mlx5_0:1
+      const std::string p = item.substr(colon + 1);
+      item_port = !p.empty() && p.size() <= 3 && p.find_first_not_of("0123456789") == std::string::npos ? std::stoi(p) : -1;
+      item = item.substr(0, colon);
+    }
+    if ((exact ? name == item : starts(name, item.c_str())) && (item_port == 0 || port == 0 || item_port == port))
+      listed = true;
   }
-  return false;
+  return exclude ? !listed : listed;
+}
+
+bool nccl_list_matches_any(const std::string& value, const std::vector<std::string>& names) {
+  if (value.empty() || value[0] == '^') return true;  // excludes: whatever is left is NCCL's to pick
+  return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return nccl_list_selects(value, n, 0); });
 }
 
 std::vector<Finding> find_lists_matching_nothing(const std::vector<TaskHello>& tasks) {

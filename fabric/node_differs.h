@@ -33,5 +33,7 @@ std::vector<Finding> find_lists_matching_nothing(const std::vector<TaskHello>& t
 // NCCL's list syntax: comma-separated prefixes, `=` for exact names, `^` to exclude
 // (an exclusion always leaves something to match), `:port` after an HCA.
 bool nccl_list_matches_any(const std::string& value, const std::vector<std::string>& names);
+// Whether an NCCL_IB_HCA-style list selects port `port` (0: any) of device `name`.
+bool nccl_list_selects(const std::string& value, const std::string& name, int port);
 
 }  // namespace gpudiag::fabric

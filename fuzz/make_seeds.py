@@ -55,6 +55,7 @@ CALLS = {
     "parse_test_report": "fabric_wire",
     "parse_order": "fabric_wire",
     "parse_endpoint": "fabric_wire",
+    "parse_qp_info": "qp_info",
 }
 LITERAL = r'(R"\((?:.|\n)*?\)"|"(?:[^"\\\n]|\\.)*")'
 

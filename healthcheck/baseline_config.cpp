@@ -174,6 +174,30 @@ void write_p2p_nccl(std::string& o, const P2pSettings& p, const NcclCheckSetting
   }
 }
 
+// The fabric test's floors (issue 32). Only RDMA's can come from one node: a healthy RC
+// queue pair's writes run near its port's rate (ib_write_bw reaches about nine tenths of
+// it), so half of the GPU-fabric port's rate is a floor no healthy pair falls under. One
+// TCP stream's rate depends on the CPUs, the kernel and the NIC's offloads more than on
+// the link, and between nodes is measured only by the test itself: no TCP floor here.
+void write_fabric(std::string& o, const FabricSettings& f, std::optional<double> port_rate_gbps) {
+  o += "\nfabric:\n  action: " + f.action + "\n  seconds: " + num(f.seconds) + "\n  slow_fraction: " +
+       num(f.slow_fraction) + "\n";
+  o += "  # The TCP floor is not derived from one node: one stream's rate depends on the CPUs and\n"
+       "  # the kernel more than on the link. Set it from a healthy run's fabric.json if wanted.\n";
+  o += "  min_gbps: " + num(f.min_gbps) + "\n";
+  double rdma = f.rdma_min_gbps;
+  // Derived from the node like its other hardware keys (so that a baseline read back
+  // writes itself again); the loaded floor stays only where the rate is unknown.
+  if (port_rate_gbps && *port_rate_gbps > 0) {
+    rdma = *port_rate_gbps / 2;
+    o += "  # Half of this node's GPU-fabric port rate (" + num(*port_rate_gbps) +
+         " Gb/s): a healthy RC queue pair writes at\n  # about nine tenths of it.\n";
+  }
+  o += "  rdma_min_gbps: " + num(rdma) + "\n  timeout: " + num(f.timeout_s) + "\n  rdma: " + yes(f.rdma) +
+       "\n  nccl: " + q(f.nccl) + "\n";
+  if (!f.rdma_library.empty()) o += "  rdma_library: " + q(f.rdma_library) + "\n";
+}
+
 void write_plugin(std::string& o, const PluginSettings& p) {
   o += "\nplugin:\n";
   o += std::string("  torch_env: ") + yes(p.torch_env) + "\n  torchrun_env: " + yes(p.torchrun_env) + "\n";
@@ -402,6 +426,7 @@ std::string baseline_yaml(const Baseline& b, const BaselineFacts& f, const Confi
   write_gpu(o, b, loaded.gpu);
   write_p2p_nccl(o, loaded.p2p, loaded.nccl);
   write_plugin(o, loaded.plugin);
+  write_fabric(o, loaded.fabric, b.ib.rate_gbps);
   return o;
 }
 

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <string>
 
-#include "probe/lib_loader.h"
+#include "util/lib_loader.h"
 
 namespace gpudiag::probe {
 

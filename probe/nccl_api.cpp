@@ -18,6 +18,8 @@ Nccl load_nccl(const std::string& configured) {
   resolve(n.lib, n.group_end, {"ncclGroupEnd"}, m);
   std::string optional;
   resolve(n.lib, n.last_error, {"ncclGetLastError"}, optional);
+  resolve(n.lib, n.get_unique_id, {"ncclGetUniqueId"}, optional);
+  resolve(n.lib, n.comm_init_rank, {"ncclCommInitRank"}, optional);
   return n;
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "probe/cuda_api.h"
-#include "probe/lib_loader.h"
+#include "util/lib_loader.h"
 
 namespace gpudiag::probe {
 
@@ -24,6 +24,9 @@ enum ncclDataType_t : int { ncclFloat = 7 };
 enum ncclRedOp_t : int { ncclSum = 0 };
 struct ncclComm;
 using ncclComm_t = ncclComm*;
+struct ncclUniqueId {
+  char internal[128];  // NCCL_UNIQUE_ID_BYTES
+};
 
 namespace nccl {
 using GetVersion = ncclResult_t (*)(int*);
@@ -35,6 +38,8 @@ using CommAbort = ncclResult_t (*)(ncclComm_t);
 using AllReduce = ncclResult_t (*)(const void*, void*, std::size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, CUstream);
 using GroupStart = ncclResult_t (*)();
 using GroupEnd = ncclResult_t (*)();
+using GetUniqueId = ncclResult_t (*)(ncclUniqueId*);
+using CommInitRank = ncclResult_t (*)(ncclComm_t*, int, ncclUniqueId, int);
 }  // namespace nccl
 
 struct Nccl {
@@ -49,6 +54,9 @@ struct Nccl {
   nccl::AllReduce all_reduce = nullptr;
   nccl::GroupStart group_start = nullptr;
   nccl::GroupEnd group_end = nullptr;
+  // Across processes (the fabric test's pairs); optional for the one-process all_reduce.
+  nccl::GetUniqueId get_unique_id = nullptr;
+  nccl::CommInitRank comm_init_rank = nullptr;
 };
 
 Nccl load_nccl(const std::string& configured);

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "probe/lib_loader.h"
+#include "util/lib_loader.h"
 
 namespace gpudiag::probe {
 

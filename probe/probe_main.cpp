@@ -20,6 +20,7 @@
 #include "util/text_lists.h"
 #include "probe/cuda_api.h"
 #include "probe/probe_allreduce.h"
+#include "probe/probe_pair.h"
 #include "probe/probe_devices.h"
 #include "probe/probe_json.h"
 
@@ -83,9 +84,18 @@ int main(int argc, char** argv) {
   allreduce->add_option("--sizes", sizes, "comma list of bytes per rank, e.g. 8M,1G (default 1G)");
   allreduce->add_option("--iters", opts.iters, "timed iterations (default 20)")->check(CLI::Range(1, 100000));
   allreduce->add_option("--warmup", opts.warmup, "untimed iterations first (default 5)")->check(CLI::Range(0, 100000));
+  int pair_rank = 0;
+  std::string pair_id, pair_bytes = "8M";
+  auto* pair = app.add_subcommand("pair", "one rank of a two-node NCCL all_reduce (the fabric test); rank 0 prints "
+                                          "the unique id first");
+  pair->add_option("--rank", pair_rank, "0 or 1")->check(CLI::Range(0, 1));
+  pair->add_option("--id", pair_id, "rank 1: the unique id rank 0 printed (hex)");
+  pair->add_option("--bytes", pair_bytes, "bytes per rank (default 8M)");
+  pair->add_option("--iters", opts.iters, "timed iterations (default 20)")->check(CLI::Range(1, 100000));
+  pair->add_option("--warmup", opts.warmup, "untimed iterations first (default 5)")->check(CLI::Range(0, 100000));
   try {
     app.parse(argc, argv);
-    opts.sizes = parse_sizes(sizes);
+    opts.sizes = parse_sizes(pair->parsed() ? pair_bytes : sizes);
     auto cb = gpudiag::parse_size(copy_bytes);
     if (!cb || *cb < 4 || *cb > (16ull << 30)) throw CLI::ValidationError("--copy-bytes", "must be a size from 4 to 16G");
     opts.copy_bytes = *cb;
@@ -106,7 +116,11 @@ int main(int argc, char** argv) {
 
   nlohmann::json out;
   try {
-    if (*devices) out = gpudiag::probe::probe_devices(opts);
+    if (*pair)
+      out = gpudiag::probe::probe_pair(opts, pair_rank, pair_id, [json_fd](const std::string& id) {
+        write_all(json_fd, nlohmann::json{{"id", id}}.dump() + "\n");
+      });
+    else if (*devices) out = gpudiag::probe::probe_devices(opts);
     else if (*p2p) out = gpudiag::probe::probe_p2p(opts);
     else out = gpudiag::probe::probe_allreduce(opts);
   } catch (const std::exception& e) {
@@ -114,7 +128,8 @@ int main(int argc, char** argv) {
   } catch (const gpudiag::probe::GpuCallError& e) {
     out = gpudiag::probe::probe_error("gpu", e.message);
   }
-  out[gpudiag::probe_json::kSection] = devices->parsed() ? "devices" : p2p->parsed() ? "p2p" : "allreduce";
+  out[gpudiag::probe_json::kSection] =
+      pair->parsed() ? "pair" : devices->parsed() ? "devices" : p2p->parsed() ? "p2p" : "allreduce";
   std::string text = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_all(json_fd, text);
   // Libraries' stdio (NCCL_DEBUG_FILE too) is flushed: that is memory, not the driver.

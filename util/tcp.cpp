@@ -40,20 +40,10 @@ std::string addr_text(const sockaddr_storage& ss) {
 
 }  // namespace
 
-int tcp_listen(const std::string& addr, int port, int backlog, int& bound_port, std::string& error) {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  if (addr.empty()) {
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_any;
-    a.sin6_port = htons(static_cast<std::uint16_t>(port));
-    std::memcpy(&ss, &a, sizeof a);
-    len = sizeof a;
-  } else if (!numeric(addr, port, ss, len)) {
-    error = "not a numeric address: " + addr;
-    return -1;
-  }
+namespace {
+
+// One listening socket on `ss`; -1 with `error` set.
+int listen_on(const sockaddr_storage& ss, socklen_t len, bool dual_stack, int backlog, std::string& error) {
   int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     error = std::strerror(errno);
@@ -62,12 +52,44 @@ int tcp_listen(const std::string& addr, int port, int backlog, int& bound_port, 
   int on = 1, off = 0;
   // torch's store binds the rendezvous port with SO_REUSEADDR too: no TIME_WAIT of ours blocks it.
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  if (ss.ss_family == AF_INET6 && addr.empty()) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(fd, backlog) != 0) {
+  if (dual_stack) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&ss), len) != 0 || ::listen(fd, backlog) != 0) {
     error = std::strerror(errno);
     ::close(fd);
     return -1;
   }
+  return fd;
+}
+
+}  // namespace
+
+int tcp_listen(const std::string& addr, int port, int backlog, int& bound_port, std::string& error) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  int fd = -1;
+  if (addr.empty()) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_any;
+    a.sin6_port = htons(static_cast<std::uint16_t>(port));
+    std::memcpy(&ss, &a, sizeof a);
+    fd = listen_on(ss, sizeof a, true, backlog, error);
+    if (fd < 0) {  // a kernel without IPv6: IPv4 alone
+      sockaddr_in a4{};
+      a4.sin_family = AF_INET;
+      a4.sin_addr.s_addr = htonl(INADDR_ANY);
+      a4.sin_port = htons(static_cast<std::uint16_t>(port));
+      ss = sockaddr_storage{};
+      std::memcpy(&ss, &a4, sizeof a4);
+      fd = listen_on(ss, sizeof a4, false, backlog, error);
+    }
+  } else if (!numeric(addr, port, ss, len)) {
+    error = "not a numeric address: " + addr;
+    return -1;
+  } else {
+    fd = listen_on(ss, len, false, backlog, error);
+  }
+  if (fd < 0) return -1;
   sockaddr_storage got{};
   socklen_t got_len = sizeof got;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&got), &got_len);

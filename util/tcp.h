@@ -5,7 +5,8 @@
 
 namespace gpudiag {
 
-// Listens on `addr` ("" for every address, IPv6 and IPv4) and `port` (0: ephemeral).
+// Listens on `addr` ("" for every address, IPv6 and IPv4; IPv4 alone where the kernel has
+// no IPv6) and `port` (0: ephemeral).
 // Returns the fd, or -1 with `error` set; `bound_port` gets the port.
 int tcp_listen(const std::string& addr, int port, int backlog, int& bound_port, std::string& error);
 

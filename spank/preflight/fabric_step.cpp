@@ -116,6 +116,16 @@ FabricPart fabric_part(EnvTarget& env, const Config& cfg, const FabricTaskFacts&
     side.listen_addr = listen_address(env, t.rendezvous);
     if (t.node_id == 0) side.listen_port = rendezvous_port(env);
     h.facts = fabric::gather_node_facts(cfg.plugin.preflight.fs_root);
+    side.rdma = cfg.fabric.rdma;
+    side.rdma_library = cfg.fabric.rdma_library;
+    side.nccl_ib_hca = env.get("NCCL_IB_HCA").value_or("");
+    side.nccl_ib_gid_index = env.get("NCCL_IB_GID_INDEX").value_or("");
+    std::string no_probe;
+    side.nccl_probe = {fabric::nccl_probe_path(cfg.gpu.probe, no_probe), cfg.gpu.libraries.cuda,
+                       cfg.gpu.libraries.nccl};
+    side.nccl_none = no_probe;
+    if (cfg.fabric.nccl == "false") side.nccl_none = "fabric.nccl: false";
+    else if (cfg.fabric.nccl == "auto" && h.facts->driver.empty()) side.nccl_none = "no NVIDIA driver";
   }
   const auto out = fabric::run_fabric_task(side);
   part.pass = out.kind == fabric::TaskOutcome::kOk;

@@ -1,13 +1,7 @@
 #include "spank/preflight/preflight_barrier.h"
 
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/resource.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,24 +12,21 @@
 #include <cstring>
 #include <map>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include "util/control_bytes.h"
+#include "util/detached_thread.h"
+#include "util/step_token.h"
+#include "util/tcp.h"
 
 namespace gpudiag {
 namespace {
 
 constexpr const char* kReportTag = "gpudiag-barrier";
-constexpr std::size_t kTokenHex = 32;
 constexpr std::size_t kNodeMax = 255;     // a host name
 constexpr double kClientIdle_s = 10;      // a connection that sends no report in time is dropped
 constexpr std::size_t kMaxPending = 256;  // connections without a report yet; the oldest goes first
 constexpr std::size_t kSpareFiles = 256;  // srun's own files beside one connection per task
-
-bool all_hex(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); });
-}
 
 // A decimal number as the formatters write it: digits, no leading zero.
 bool all_digits(const std::string& s) {
@@ -60,13 +51,6 @@ std::vector<std::string> fields(const std::string& line, std::size_t n) {
   }
   if (out.size() != n) out.clear();
   return out;
-}
-
-bool same_token(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;  // no early exit: the time says nothing about the token
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -172,79 +156,6 @@ void serve(int listen_fd, std::string token, std::uint32_t total, Clock::time_po
   ::close(listen_fd);
 }
 
-int listening_socket(int& port, std::string& error) {
-  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    int off = 0;  // IPv4 tasks too ($SLURM_LAUNCH_NODE_IPADDR is usually IPv4)
-    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_any;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  if (fd < 0) {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      error = std::strerror(errno);
-      if (fd >= 0) ::close(fd);
-      return -1;
-    }
-  }
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::listen(fd, 1024) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-    error = std::strerror(errno);
-    ::close(fd);
-    return -1;
-  }
-  port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                        : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  return fd;
-}
-
-// Connects within `timeout_s`; -1 with `error` set otherwise.
-int connect_to(const std::string& host, int port, double timeout_s, std::string& error) {
-  addrinfo hints{};
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-  if (rc != 0) {
-    error = std::string("not a numeric address: ") + ::gai_strerror(rc);
-    return -1;
-  }
-  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    error = std::strerror(errno);
-    ::freeaddrinfo(res);
-    return -1;
-  }
-  rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
-  ::freeaddrinfo(res);
-  if (rc != 0 && errno == EINPROGRESS) {
-    pollfd p{fd, POLLOUT, 0};
-    rc = ::poll(&p, 1, static_cast<int>(timeout_s * 1000));
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (rc == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) return fd;
-    error = rc == 0 ? "no answer" : std::strerror(err ? err : errno);
-    ::close(fd);
-    return -1;
-  }
-  if (rc != 0) {
-    error = std::strerror(errno);
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 }  // namespace
 
 std::string format_barrier_env(const BarrierEndpoint& e) { return std::to_string(e.port) + ":" + e.token; }
@@ -253,7 +164,7 @@ std::optional<BarrierEndpoint> parse_barrier_env(const std::string& value) {
   auto colon = value.find(':');
   if (colon == std::string::npos) return std::nullopt;
   const std::string port = value.substr(0, colon), token = value.substr(colon + 1);
-  if (!all_digits(port) || port.size() > 5 || token.size() != kTokenHex || !all_hex(token)) return std::nullopt;
+  if (!all_digits(port) || port.size() > 5 || !is_step_token(token)) return std::nullopt;
   BarrierEndpoint e;
   e.port = std::stoi(port);
   e.token = token;
@@ -269,7 +180,7 @@ std::string format_barrier_report(const BarrierReport& r) {
 std::optional<BarrierReport> parse_barrier_report(const std::string& line) {
   if (line.size() >= kBarrierLineMax) return std::nullopt;
   auto f = fields(line, 5);
-  if (f.empty() || f[0] != kReportTag || f[1].size() != kTokenHex || !all_hex(f[1]) || !all_digits(f[2]) ||
+  if (f.empty() || f[0] != kReportTag || !is_step_token(f[1]) || !all_digits(f[2]) ||
       (f[3] != "ok" && f[3] != "fail") || !good_node(f[4]))
     return std::nullopt;
   const unsigned long long rank = std::stoull(f[2]);
@@ -306,17 +217,13 @@ std::optional<BarrierVerdict> barrier_verdict(const BarrierTally& t) {
 
 BarrierStart start_barrier_server(std::uint32_t total_tasks, double deadline_s) {
   BarrierStart out;
-  unsigned char raw[kTokenHex / 2];
-  if (::getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) {
+  auto token = new_step_token();
+  if (!token) {
     out.error = std::string("no random token: ") + std::strerror(errno);
     return out;
   }
-  static const char* hex = "0123456789abcdef";
   BarrierEndpoint e;
-  for (unsigned char c : raw) {
-    e.token += hex[c >> 4];
-    e.token += hex[c & 15];
-  }
+  e.token = *token;
   // Every task holds a connection until the verdict.
   rlimit nofile{};
   if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
@@ -325,26 +232,13 @@ BarrierStart start_barrier_server(std::uint32_t total_tasks, double deadline_s) 
                 std::to_string(nofile.rlim_cur) + " files (ulimit -n)";
     return out;
   }
-  int fd = listening_socket(e.port, out.error);
+  int fd = tcp_listen("", 0, 1024, e.port, out.error);
   if (fd < 0) return out;
-  // srun unloads its plugins (dlclose) at exit, and the thread may still be waiting then:
-  // keep this code mapped until the process ends, so srun's exit never waits for it.
-  Dl_info self{};
-  if (::dladdr(reinterpret_cast<void*>(&serve), &self) && self.dli_fname)
-    ::dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-  // srun's signals stay with srun's own threads.
-  sigset_t all, old;
-  ::sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const auto until =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
-  try {
-    std::thread(serve, fd, e.token, total_tasks, until).detach();
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  } catch (const std::exception& ex) {
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  out.error = start_detached_thread([fd, token = e.token, total_tasks, until] { serve(fd, token, total_tasks, until); });
+  if (!out.error.empty()) {
     ::close(fd);
-    out.error = std::string("no thread: ") + ex.what();
     return out;
   }
   out.endpoint = e;
@@ -355,7 +249,7 @@ BarrierOutcome await_barrier(const std::string& srun_addr, const BarrierEndpoint
                              double connect_s, double deadline_s) {
   BarrierOutcome out;
   const auto until = Clock::now() + std::chrono::duration<double>(deadline_s);
-  int fd = connect_to(srun_addr, e.port, connect_s, out.detail);
+  int fd = tcp_connect(srun_addr, e.port, connect_s, out.detail);
   if (fd < 0) return out;  // kUnreachable
   const std::string line = format_barrier_report(report);
   if (::send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {

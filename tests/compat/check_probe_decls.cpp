@@ -46,6 +46,7 @@ GPUDIAG_MAP(P::ncclResult_t, ::ncclResult_t)
 GPUDIAG_MAP(P::ncclDataType_t, ::ncclDataType_t)
 GPUDIAG_MAP(P::ncclRedOp_t, ::ncclRedOp_t)
 GPUDIAG_MAP(P::ncclComm, ::ncclComm)
+GPUDIAG_MAP(P::ncclUniqueId, ::ncclUniqueId)
 
 #define GPUDIAG_STR2(x) #x
 #define GPUDIAG_STR(x) GPUDIAG_STR2(x)
@@ -95,6 +96,8 @@ CHECK_NCCL(CommAbort)
 CHECK_NCCL(AllReduce)
 CHECK_NCCL(GroupStart)
 CHECK_NCCL(GroupEnd)
+CHECK_NCCL(GetUniqueId)
+CHECK_NCCL(CommInitRank)
 
 #define CHECK_VALUE(ours, theirs) \
   static_assert(static_cast<long long>(ours) == static_cast<long long>(theirs), #ours " differs from the toolkit's");

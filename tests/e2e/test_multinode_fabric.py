@@ -18,7 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multinode_cluster import MultiNodeCluster, namespaces_usable  # noqa: E402
-from plugin_cluster import PLUGIN, PYTHON, SOURCE  # noqa: E402
+from plugin_cluster import BUILD, PLUGIN, PYTHON, SOURCE  # noqa: E402
 from test_plugin_torch import CLEAN  # noqa: E402
 from throwaway_users import ThrowawayUsers  # noqa: E402
 
@@ -26,6 +26,9 @@ RDZV_PORT = "29517"  # a user-set MASTER_PORT, so a case can block or squat it
 # Each task leaves a file named for its host and rank: proof that the program started.
 MARK = "import os, socket; open('ran.%s.%s' % (socket.gethostname(), os.environ['SLURM_PROCID']), 'w').close()"
 STEP_LIMIT = 90  # no case may take longer: the fabric test's own deadline is 40 s
+# RDMA on a fake libibverbs whose RC writes really cross the namespaces (over TCP between
+# the nodes' addresses), so a shaped link is slow over "RDMA" too.
+FAKE_IBVERBS = os.path.join(BUILD, "tests", "fakes", "libfake_ibverbs.so")
 
 
 class MultiNodeFabric(unittest.TestCase):
@@ -41,6 +44,7 @@ class MultiNodeFabric(unittest.TestCase):
         # The namespace nodes have no IB and no raised memlock limit: the node preflight
         # would fail every node, and these cases are about what lies between them.
         text = text.replace("    memlock: true ", "    memlock: false ")
+        text += f"\nfabric:\n  rdma_library: {FAKE_IBVERBS}\n"
         cls.config = os.path.join(cls.tmp, "gpudiag.yaml")
         cls.config_text = text
         with open(cls.config, "w") as f:
@@ -139,9 +143,36 @@ class MultiNodeFabric(unittest.TestCase):
         finally:
             self.sh_in("br", "tc", "qdisc", "del", "dev", veth, "root", check=False)
 
+    @contextlib.contextmanager
+    def nccl_on_the_fake_gpus(self):
+        """Every node runs NCCL pairs through the GPU probe on the fake CUDA and NCCL
+        (tests/fakes): rank 0's probe makes the unique id, srun passes it on, both ranks'
+        all_reduce crosses the namespaces."""
+        fakes = os.path.join(BUILD, "tests", "fakes")
+        gpu = (f"  probe: {os.path.join(BUILD, 'libexec', 'gpudiag', 'gpudiag-gpu-probe')}\n"
+               f"  libraries:\n    cuda: {os.path.join(fakes, 'libfake_cuda.so')}\n"
+               f"    nccl: {os.path.join(fakes, 'libfake_nccl.so')}\n  probe_timeout: 40s\n")
+        self.assertEqual(self.config_text.count("  probe_timeout: 40s\n"), 1)
+        text = self.config_text.replace("  probe_timeout: 40s\n", gpu) + "  nccl: \"true\"\n"
+        paths = (self.config, self.n3_config)
+        try:
+            for path in paths:
+                with open(path, "r+") as f:  # the same inode: the bind on n3 sees it
+                    f.seek(0)
+                    f.truncate()
+                    f.write(text)
+            yield
+        finally:
+            for path in paths:
+                with open(path, "r+") as f:
+                    f.seek(0)
+                    f.truncate()
+                    f.write(self.config_text)
+
     # -- cases -----------------------------------------------------------------------
     def test_1_a_healthy_fabric_passes_with_every_pairs_figure(self):
-        r = self.fabric_step()
+        with self.nccl_on_the_fake_gpus():
+            r = self.fabric_step(env={"FAKE_GPUS": "1"})
         self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
         self.assertEqual(self.ran(), ["ran.n1.0", "ran.n2.1", "ran.n3.2"])
         lines = self.verdict_lines(r)
@@ -150,10 +181,29 @@ class MultiNodeFabric(unittest.TestCase):
         self.assertIn(": ok", lines[0])
         rep = self.report()
         self.assertEqual(rep["verdict"], "ok", rep)
-        self.assertEqual(sorted((p["a"], p["b"]) for p in rep["pairs"]), [("n1", "n2"), ("n1", "n3"), ("n2", "n3")])
-        for p in rep["pairs"]:
+        tcp = [p for p in rep["pairs"] if p["transport"] == "tcp"]
+        self.assertEqual(sorted((p["a"], p["b"]) for p in tcp), [("n1", "n2"), ("n1", "n3"), ("n2", "n3")])
+        for p in tcp:
             self.assertGreater(p["a_to_b_gbps"], 0.5, p)
             self.assertGreater(p["b_to_a_gbps"], 0.5, p)
+        # RDMA (the fake): every pair both ways, on the HCA port NCCL would use.
+        self.assertIn("Gb/s over RDMA (mlx5_0:1)", lines[0])
+        self.assertTrue(rep["rdma"]["tested"], rep["rdma"])
+        self.assertEqual(rep["rdma"]["nodes"], {n: {"hca": "mlx5_0:1"} for n in ("n1", "n2", "n3")})
+        rdma = [p for p in rep["pairs"] if p["transport"] == "rdma"]
+        self.assertEqual(sorted((p["a"], p["b"]) for p in rdma), [("n1", "n2"), ("n1", "n3"), ("n2", "n3")])
+        for p in rdma:
+            self.assertGreater(p["a_to_b_gbps"], 0.05, p)
+            self.assertGreater(p["b_to_a_gbps"], 0.05, p)
+        self.assertTrue(all("error" not in t for t in rep["tests"] if t["transport"] == "rdma"), rep["tests"])
+        # NCCL (the probe on the fake CUDA and NCCL): every pair, each rank's bus bandwidth.
+        self.assertIn("Gb/s over NCCL (bus bandwidth)", lines[0])
+        self.assertTrue(rep["nccl"]["tested"], rep["nccl"])
+        nccl = [p for p in rep["pairs"] if p["transport"] == "nccl"]
+        self.assertEqual(sorted((p["a"], p["b"]) for p in nccl), [("n1", "n2"), ("n1", "n3"), ("n2", "n3")])
+        for p in nccl:
+            self.assertGreater(p["a_to_b_gbps"], 0.05, p)
+            self.assertGreater(p["b_to_a_gbps"], 0.05, p)
         reach = [t for t in rep["tests"] if t["kind"] == "reach"]
         self.assertEqual(sorted(t["from"] for t in reach), ["n2", "n3"])
         self.assertTrue(all(t["to"] == "n1" and "error" not in t for t in reach), reach)
@@ -168,8 +218,12 @@ class MultiNodeFabric(unittest.TestCase):
         lines = self.verdict_lines(r)
         self.assertLessEqual(len(lines), 5, r.stderr)
         self.assertIn("does not start", lines[0])
-        self.assertTrue(any("n3 is slow with every partner" in line for line in lines), r.stderr)
+        self.assertTrue(any("n3 is slow with every partner (" in line for line in lines), r.stderr)
+        self.assertTrue(any("n3 is slow with every partner over RDMA" in line for line in lines), r.stderr)
         self.assertFalse(any(f"{n} is slow" in line for line in lines for n in ("n1", "n2")), r.stderr)
+        # The admin's command, once, for n3 alone (gpudiag-health never drains on it: a user wrote it).
+        self.assertEqual(lines[-1], 'gpudiag: fabric: to drain (an admin, after a look): scontrol update NodeName=n3 '
+                                    'State=DRAIN Reason="gpudiag fabric: slow with every partner"')
         rep = self.report()
         self.assertEqual(rep["drain"], ["n3"], rep)
         self.assertEqual(rep["verdict"], "fail")
@@ -187,7 +241,9 @@ class MultiNodeFabric(unittest.TestCase):
         with open(self.n3_config, "r+") as f:  # the same inode: the bind on n3 sees it
             f.seek(0)
             f.truncate()
-            f.write(self.config_text.replace("  nccl_env:\n", "  nccl_env:\n    NCCL_SOCKET_NTHREADS: \"4\"\n", 1))
+            # ...and has no libibverbs: it skips RDMA, said in one line, and the others test it.
+            f.write(self.config_text.replace("  nccl_env:\n", "  nccl_env:\n    NCCL_SOCKET_NTHREADS: \"4\"\n", 1)
+                    .replace(FAKE_IBVERBS, "/nonexistent/libibverbs.so.1"))
         try:
             r = self.fabric_step()
         finally:
@@ -200,6 +256,13 @@ class MultiNodeFabric(unittest.TestCase):
         self.assertIn("NCCL_SOCKET_NTHREADS=4 on n3 only", r.stderr)
         self.assertIn("(unset) elsewhere", r.stderr)
         self.assertEqual(len([line for line in self.verdict_lines(r) if "n3 only" in line]), 1, r.stderr)
+        self.assertTrue(any(line.startswith("gpudiag: fabric: RDMA: n3 cannot use RDMA (no libibverbs.so.1 (tried "
+                                            "/nonexistent/libibverbs.so.1") for line in self.verdict_lines(r)), r.stderr)
+        rep = self.report()
+        self.assertEqual(rep["rdma"]["nodes"]["n1"], {"hca": "mlx5_0:1"})
+        self.assertIn("/nonexistent/libibverbs.so.1", rep["rdma"]["nodes"]["n3"]["none"])
+        self.assertEqual([(t["from"], t["to"]) for t in rep["tests"] if t["transport"] == "rdma"],
+                         [("n1", "n2"), ("n2", "n1")])
 
     def test_5_a_neighbour_flooding_or_faking_the_listener_gets_a_clear_failure_at_worst(self):
         with ThrowawayUsers("victim", "attacker") as users:

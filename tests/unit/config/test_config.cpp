@@ -259,7 +259,8 @@ TEST(ConfigKeys, EveryKeyHasATypeAndHelpAndOneName) {
   }
   // The sections added since the list was first written are declared like the rest.
   for (const char* name : {"drain.max_nodes", "drain.max_share", "drain.jitter", "fabric.action", "fabric.seconds",
-                           "fabric.slow_fraction", "fabric.min_gbps", "fabric.timeout", "ib.roles", "ib.roles[].hca",
+                           "fabric.slow_fraction", "fabric.min_gbps", "fabric.timeout", "fabric.rdma", "fabric.rdma_min_gbps",
+                           "fabric.rdma_library", "fabric.nccl", "ib.roles", "ib.roles[].hca",
                            "ib.roles[].netdev", "ib.roles[].port", "ib.roles[].role", "ib.storage.rate_gbps",
                            "ib.storage.link_layer", "ib.frontend.rate_gbps", "ib.frontend.link_layer",
                            "plugin.diag_dir_trusted_groups", "plugin.hang.duration", "nccl.min_bandwidth[].busbw"})

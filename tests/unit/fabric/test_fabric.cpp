@@ -149,13 +149,15 @@ TEST(FabricVerdict, ReportLinesNameTheNodeAndStayWithinFive) {
             0u)
       << findings[0].message;
   EXPECT_NE(findings[1].message.find("n3 is slow with every partner"), std::string::npos);
-  EXPECT_NE(findings[1].message.find("NodeName=n3"), std::string::npos);
   for (int i = 0; i < 6; ++i) findings.push_back(Finding{"differs", true, "X", "NCCL_X differs " + std::to_string(i)});
   auto v = fabric_verdict(findings, true, j, 3, "/d/fabric.json");
   EXPECT_FALSE(v.start);
   EXPECT_EQ(v.lines.size(), kMaxVerdictLines);
   EXPECT_NE(v.lines[0].find("does not start: 8 problem(s)"), std::string::npos);
-  EXPECT_NE(v.lines.back().find("(and 4 more in fabric.json)"), std::string::npos);
+  EXPECT_NE(v.lines[3].find("(and 5 more in fabric.json)"), std::string::npos) << v.lines[3];
+  // However many problems, the node to drain is the last line, as the admin's command.
+  EXPECT_EQ(v.lines.back(), "gpudiag: fabric: to drain (an admin, after a look): scontrol update NodeName=n3 "
+                            "State=DRAIN Reason=\"gpudiag fabric: slow with every partner\"");
   for (const auto& l : v.lines) EXPECT_EQ(l.rfind("gpudiag: fabric: ", 0), 0u);
   EXPECT_TRUE(fabric_verdict(findings, false, j, 3, "").start);  // fabric.action: warn
   // fabric.json holds every test, each pair's figures, and the node to drain.

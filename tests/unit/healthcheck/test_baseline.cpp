@@ -67,6 +67,16 @@ TEST(DeriveBaseline, ModelNotReadKeepsTheLoadedPattern) {
             std::string::npos);
 }
 
+// One top-level section of a written config, with its indented lines and comments.
+std::string section_of(const std::string& yaml, const std::string& name) {
+  const auto at = yaml.find("\n" + name + ":\n");
+  if (at == std::string::npos) return "";
+  std::size_t end = at + 1;
+  do end = yaml.find('\n', end) + 1;
+  while (end > 0 && end < yaml.size() && (yaml[end] == ' ' || yaml[end] == '#'));
+  return yaml.substr(at + 1, (end == 0 ? yaml.size() : end) - at - 1);
+}
+
 TEST(BaselineYaml, KeepsTheTrustedGroupsOfTheLoadedConfig) {
   // Issue 30: a written baseline must not drop the admin's diag dir trust.
   Config loaded;
@@ -74,14 +84,34 @@ TEST(BaselineYaml, KeepsTheTrustedGroupsOfTheLoadedConfig) {
   BaselineFacts f;
   const std::string yaml = baseline_yaml(derive_baseline(f, loaded), f, loaded, "today");
   // Its plugin section, read back alone (the rest depends on the node's facts).
-  const auto at = yaml.find("\nplugin:\n");
-  ASSERT_NE(at, std::string::npos) << yaml;
-  std::size_t end = at + 1;
-  do end = yaml.find('\n', end) + 1;
-  while (end < yaml.size() && (yaml[end] == ' ' || yaml[end] == '#'));
-  auto back = parse_config(yaml.substr(at + 1, end - at - 1), "baseline");
+  auto back = parse_config(section_of(yaml, "plugin"), "baseline");
   ASSERT_TRUE(back) << back.error() << "\n" << yaml;
   EXPECT_EQ(back->plugin.diag_dir_trusted_groups, loaded.plugin.diag_dir_trusted_groups);
+}
+
+// Issue 32: the fabric test's RDMA floor from the GPU-fabric port's rate; the TCP floor
+// and every other fabric key kept as loaded.
+TEST(BaselineYaml, WritesTheRdmaFloorFromThePortRateAndKeepsTheFabricKeys) {
+  Config loaded;
+  loaded.fabric.action = "warn";
+  loaded.fabric.min_gbps = 5;
+  Baseline b = derive_baseline(BaselineFacts{}, loaded);
+  b.ib.rate_gbps = 400;
+  const std::string yaml = baseline_yaml(b, BaselineFacts{}, loaded, "today");
+  auto back = parse_config(section_of(yaml, "fabric"), "baseline");
+  ASSERT_TRUE(back) << back.error() << "\n" << yaml;
+  EXPECT_EQ(back->fabric.rdma_min_gbps, 200);
+  EXPECT_EQ(back->fabric.min_gbps, 5);
+  EXPECT_EQ(back->fabric.action, "warn");
+  EXPECT_EQ(back->fabric.nccl, "auto");
+  // The node's rate decides, as for its other hardware keys; with no rate known, the
+  // loaded floor stays and none is made up.
+  loaded.fabric.rdma_min_gbps = 150;
+  EXPECT_NE(baseline_yaml(b, BaselineFacts{}, loaded, "today").find("  rdma_min_gbps: 200\n"), std::string::npos);
+  b.ib.rate_gbps.reset();
+  EXPECT_NE(baseline_yaml(b, BaselineFacts{}, loaded, "today").find("  rdma_min_gbps: 150\n"), std::string::npos);
+  loaded.fabric.rdma_min_gbps = 0;
+  EXPECT_NE(baseline_yaml(b, BaselineFacts{}, loaded, "today").find("  rdma_min_gbps: 0\n"), std::string::npos);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
-#include "probe/lib_loader.h"
+#include "util/lib_loader.h"
 
 #include <link.h>
 
-namespace gpudiag::probe {
+namespace gpudiag {
 
 Library load_library(const std::string& configured, const std::vector<std::string>& candidates) {
   Library lib;
@@ -44,4 +44,4 @@ std::string describe_attempts(const Library& lib) {
   return out;
 }
 
-}  // namespace gpudiag::probe
+}  // namespace gpudiag

@@ -1,13 +1,14 @@
 #pragma once
 // dlopen with a list of candidates, remembering why each one failed, so that "NVML is
-// missing" can say exactly where the probe looked.
+// missing" can say exactly where the probe looked (and libibverbs, where the fabric test
+// looked).
 #include <dlfcn.h>
 
 #include <initializer_list>
 #include <string>
 #include <vector>
 
-namespace gpudiag::probe {
+namespace gpudiag {
 
 struct Library {
   void* handle = nullptr;
@@ -35,4 +36,4 @@ bool resolve(const Library& lib, F& fn, std::initializer_list<const char*> names
   return false;
 }
 
-}  // namespace gpudiag::probe
+}  // namespace gpudiag
