@@ -122,8 +122,22 @@ class BreakerAcrossNodes(unittest.TestCase):
             out[node] = (p.returncode, stdout, stderr)
         return out
 
+    def settled(self, run):
+        """run() again (up to three times) while Slurm itself took a node out of service
+        during it: slurmctld flags a slurmd that answers its ping late NOT_RESPONDING
+        (seen on 26.05 with three namespace nodes on 2 busy cores), and gpudiag rightly
+        leaves such a node alone, so the try says nothing about the breaker."""
+        for attempt in range(3):
+            results = run()
+            busy = [n for n, (rc, out, err) in results.items() if "NOT_RESPONDING, not in service" in err]
+            if not busy:
+                return results
+            print(f"Slurm flagged {busy} NOT_RESPONDING during try {attempt + 1}: again", file=sys.stderr)
+            self.setUp()
+        return results
+
     def test_three_at_the_same_moment_with_a_cap_of_one(self):
-        results = self.at_once(NODES)
+        results = self.settled(lambda: self.at_once(NODES))
         drained = self.drained_by_gpudiag()
         self.assertEqual(len(drained), 1, f"{drained} {results}")
         for node, (rc, stdout, stderr) in results.items():
@@ -153,20 +167,24 @@ class BreakerAcrossNodes(unittest.TestCase):
         # The worst case, made certain: an scontrol in front of the real one holds each
         # node's first count until all three have counted, so all three find none drained
         # and drain. Their re-counts see the others: the breaker undoes what exceeds the cap.
-        shim = os.path.join(self.tmp, f"shim-{time.monotonic_ns()}")
-        os.makedirs(shim)
         real = shutil.which("scontrol")
-        with open(os.path.join(shim, "scontrol"), "w") as f:
-            f.write("#!/bin/sh\n"
-                    f'if [ "$*" = "show node" ] && [ ! -e "{shim}/counted.$(hostname)" ]; then\n'
-                    f"  out=$({real} show node); rc=$?\n"
-                    f'  touch "{shim}/counted.$(hostname)"\n'
-                    f'  while [ "$(ls {shim} | grep -c counted)" -lt {len(NODES)} ]; do sleep 0.01; done\n'
-                    "  printf '%s\\n' \"$out\"; exit $rc\n"
-                    "fi\n"
-                    f'exec {real} "$@"\n')
-        os.chmod(os.path.join(shim, "scontrol"), 0o755)
-        results = self.at_once(NODES, path=shim)
+
+        def held_counts():
+            shim = os.path.join(self.tmp, f"shim-{time.monotonic_ns()}")
+            os.makedirs(shim)
+            with open(os.path.join(shim, "scontrol"), "w") as f:
+                f.write("#!/bin/sh\n"
+                        f'if [ "$*" = "show node" ] && [ ! -e "{shim}/counted.$(hostname)" ]; then\n'
+                        f"  out=$({real} show node); rc=$?\n"
+                        f'  touch "{shim}/counted.$(hostname)"\n'
+                        f'  while [ "$(ls {shim} | grep -c counted)" -lt {len(NODES)} ]; do sleep 0.01; done\n'
+                        "  printf '%s\\n' \"$out\"; exit $rc\n"
+                        "fi\n"
+                        f'exec {real} "$@"\n')
+            os.chmod(os.path.join(shim, "scontrol"), 0o755)
+            return self.at_once(NODES, path=shim)
+
+        results = self.settled(held_counts)
         drained = self.drained_by_gpudiag()
         self.assertEqual(len(drained), 1, f"{drained} {results}")
         undone = [n for n, (rc, out, err) in results.items()
@@ -198,7 +216,7 @@ class BreakerAcrossNodes(unittest.TestCase):
         self.assertEqual(self.syslog.tagged("gpudiag-health exit 4"), [])
 
     def test_a_single_sick_node_is_drained_as_before(self):
-        rc, stdout, stderr = self.at_once(["n2"])["n2"]
+        rc, stdout, stderr = self.settled(lambda: self.at_once(["n2"]))["n2"]
         self.assertEqual(rc, 2, stdout + stderr)
         self.assertEqual(json.loads(stdout)["slurm"]["action"], "drained")
         self.assertTrue(self.state("n2")[1].startswith("gpudiag: mlx5_3 port 1 is DOWN"), self.state("n2"))
