@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 extern "C" {
@@ -102,8 +103,7 @@ void start_output_relay(const StepPlan& plan, int rank, int local_id) {
 // Every task checks (it is cheap), so no task of a bad node starts the program; the
 // first task of each node says why (slurm_error reaches the step's stderr and slurmd's log).
 // The variables are read after apply_env: NCCL_SOCKET_IFNAME as the program will see it.
-bool preflight_passes(EnvTarget& env, const StepPlan& plan, int local_rank) {
-  const Config& cfg = g.cfg;
+bool preflight_passes(const Config& cfg, EnvTarget& env, const StepPlan& plan, int local_rank) {
   auto facts = gather_preflight(cfg.plugin.preflight, cfg.ib, plan.host, env.get("SLURM_GPUS_ON_NODE"),
                                 env.get("CUDA_VISIBLE_DEVICES"), env.get("NCCL_SOCKET_IFNAME"));
   auto problems = evaluate_preflight(facts);
@@ -308,11 +308,12 @@ int task_init(spank_t sp) {
   item(sp, S_TASK_ID, local_id);
 
   SpankEnv env(sp);
-  StepInputs in;
-  in.cfg = g.cfg;
-  in.diag = g.diag;
+  // This process is the forked task, with its own copy of g, used once: moved, not copied.
+  // A copy writes fresh heap pages, and each one a fork has shared costs a page fault and
+  // a page copy, in every task of every step (BENCHMARKS "A launch as cheap as pyxis").
+  StepInputs in{std::move(g.cfg), std::move(g.diag)};
   in.env = read_task_env(env);
-  in.nccl_env = g.nccl_env;
+  in.nccl_env = std::move(g.nccl_env);
   in.cwd = current_dir();
   in.hostname = hostname();
   in.uid = ::getuid();
@@ -327,13 +328,13 @@ int task_init(spank_t sp) {
   t.node_rank = static_cast<int>(nodeid);
   t.num_nodes = static_cast<int>(nnodes);
   t.master_addr = g.master_addr.empty() ? slurm_compat::first_host(master_nodelist(in.env)) : g.master_addr;
-  in.rendezvous = g.rendezvous;
+  in.rendezvous = std::move(g.rendezvous);
   // task_init runs as the user: the directory is the user's, and a place the user may
   // not write is refused by the kernel, not by us as root.
   std::string dir = wanted_diag_dir(in);
   if (!dir.empty()) {
     // rewrites dir to the resolved path
-    in.dir_problem = claim_diag_dir(dir, in.uid, group_ids(g.cfg.plugin.diag_dir_trusted_groups));
+    in.dir_problem = claim_diag_dir(dir, in.uid, group_ids(in.cfg.plugin.diag_dir_trusted_groups));
     in.claimed_dir = dir;
   }
 
@@ -342,9 +343,9 @@ int task_init(spank_t sp) {
   for (const auto& line : plan.notices) slurm_error("%s", line.c_str());
   apply_env(env, plan.env);
   if (plan.preflight) {
-    bool passed = preflight_passes(env, plan, local_id);
+    bool passed = preflight_passes(in.cfg, env, plan, local_id);
     // --diag=fabric: even a node that failed its preflight takes part, or the others wait for it.
-    const auto fabric = fabric_part(env, g.cfg, fabric_facts(sp, plan, t, in.rendezvous));
+    const auto fabric = fabric_part(env, in.cfg, fabric_facts(sp, plan, t, in.rendezvous));
     if (!fabric.say.empty()) slurm_error("%s", fabric.say.c_str());
     passed = passed && fabric.pass;
     if (!barrier_lets_go(env, plan, t.rank, local_id, passed)) return refuse_task("", local_id == 0 && !passed);

@@ -19,9 +19,11 @@ extern "C" {
 namespace gpudiag {
 
 std::optional<std::string> SpankEnv::get(const std::string& name) {
-  std::vector<char> buf(kMaxDiagListBytes + 1);
-  spank_err_t rc = spank_getenv(sp_, name.c_str(), buf.data(), static_cast<int>(buf.size()));
-  if (rc == ESPANK_SUCCESS) return std::string(buf.data());
+  // On the stack: a task reads some 30 variables between fork and exec, and a heap buffer
+  // each time writes heap pages the fork shares with slurmstepd (a page fault and a copy).
+  char buf[kMaxDiagListBytes + 1];
+  spank_err_t rc = spank_getenv(sp_, name.c_str(), buf, static_cast<int>(sizeof buf));
+  if (rc == ESPANK_SUCCESS) return std::string(buf);
   if (rc == ESPANK_NOSPACE) return std::string("(too long)");  // present: the user's
   return std::nullopt;
 }
