@@ -3,6 +3,7 @@ plugstack in a temporary directory, the multi-node test cluster
 (tests/e2e/multinode_cluster.py) reading that plugstack, and launches interleaved round by
 round, so every contender runs on the same cluster under the same load."""
 import os
+import random
 import shutil
 import statistics
 import sys
@@ -75,18 +76,26 @@ class MultiNodeBench:
         """(wall s, whole-machine CPU s, stdout bytes) of argv run on the login node."""
         return timed(self.cluster, self.cluster.enter(self.cluster.login, argv, cwd=self.dir))
 
-    def interleave(self, ways, rounds, warmup=2):
-        """ways: name -> (mode, argv). Each round runs every way once, in order; returns
+    def interleave(self, ways, rounds, warmup=2, shuffle=False):
+        """ways: name -> (mode, argv). Each round runs every way once, in order (shuffle:
+        in a new random order each round, so no way always follows the same one); returns
         name -> [(wall, cpu, bytes)] of the measured rounds."""
         for _ in range(warmup):  # first launches load plugins and page in binaries
             for mode, argv in ways.values():
                 self.use(mode)
                 self.run(argv)
         rows = {w: [] for w in ways}
+        order = list(ways)
         for _ in range(rounds):
-            for w, (mode, argv) in ways.items():
+            if shuffle:
+                random.shuffle(order)
+            for w in order:
+                mode, argv = ways[w]
                 self.use(mode)
-                rows[w].append(self.run(argv))
+                try:
+                    rows[w].append(self.run(argv))
+                except RuntimeError as e:
+                    raise RuntimeError(f"bench: way {w!r}: {e}") from None
         return rows
 
 

@@ -18,6 +18,9 @@ namespace gpudiag {
 
 inline constexpr const char* kBarrierEnv = "GPUDIAG_PREFLIGHT_BARRIER";
 inline constexpr std::size_t kBarrierLineMax = 512;  // a report or a verdict, newline included
+// How long a task that passed waits for the other tasks' preflights (srun serves a little
+// longer): the launch of every node of the step must fit in it.
+inline constexpr double kBarrierWait_s = 60;
 
 struct BarrierEndpoint {
   int port = 0;

@@ -1,5 +1,6 @@
 #include "spank/preflight/rendezvous_check.h"
 
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -52,6 +53,12 @@ std::pair<std::string, int> split_endpoint(const std::string& ep) {
   return {ep.substr(0, colon), port_number(ep.substr(colon + 1))};
 }
 
+// An IPv4 or IPv6 address written out: what MASTER_ADDR is where Slurm's NodeAddr is one.
+bool numeric_address(const std::string& host) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
 struct Lookup {
   std::mutex m;
   std::condition_variable cv;
@@ -60,8 +67,9 @@ struct Lookup {
   std::vector<std::string> addresses;
 };
 
-void resolve(AddrLookup lookup, const std::string& host, Lookup& out) {
+void resolve(AddrLookup lookup, const std::string& host, Lookup& out, int flags = 0) {
   struct addrinfo hints {};
+  hints.ai_flags = flags;
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;  // one entry per address, as torch's own lookup
   struct addrinfo* res = nullptr;
@@ -193,10 +201,18 @@ RendezvousFacts gather_rendezvous(const RendezvousTarget& target, double deadlin
   RendezvousFacts f;
   f.target = target;
   auto lookup = std::make_shared<Lookup>();
-  try {
-    std::thread([addr_lookup, lookup, host = target.host] { resolve(addr_lookup, host, *lookup); }).detach();
-  } catch (const std::exception&) {
-    resolve(addr_lookup, target.host, *lookup);  // no thread to be had: look up without a deadline
+  if (numeric_address(target.host)) {
+    // No resolver is asked (AI_NUMERICHOST), so nothing can hang: no thread. In slurmstepd
+    // a thread per step costs its start, a wait for a core on a loaded node, and a malloc
+    // arena that every later fork of a task copies (docs/BENCHMARKS.md, "A launch as cheap
+    // as pyxis").
+    resolve(addr_lookup, target.host, *lookup, AI_NUMERICHOST);
+  } else {
+    try {
+      std::thread([addr_lookup, lookup, host = target.host] { resolve(addr_lookup, host, *lookup); }).detach();
+    } catch (const std::exception&) {
+      resolve(addr_lookup, target.host, *lookup);  // no thread to be had: look up without a deadline
+    }
   }
   {
     std::unique_lock<std::mutex> lock(lookup->m);

@@ -85,16 +85,3 @@ inline std::string end_step(std::uint32_t job, std::uint32_t step) {
 }
 
 }  // namespace gpudiag::slurm_compat
-
-// Slurm 25.05+ asks each plugin what a failing slurm_spank_init in slurmstepd means:
-// ESPANK_NODE_FAILURE (the default) drains the node, ESPANK_JOB_FAILURE fails the job. A
-// failure of gpudiag's own init (a bad config, an error of ours) is the job's problem and
-// must never take the node out of service. gpudiag's init already returns 0 in slurmstepd
-// for a bad config and fails the tasks instead (StepdSide::remote_error); this covers what
-// is left (an option that cannot be registered, an exception). Older releases have no such
-// variable: there a non-zero init return fails the step's launch.
-#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
-extern "C" {
-int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
-}
-#endif

@@ -1,6 +1,7 @@
 // The rendezvous check's gathering (issue 22): the targets the program will see, a lookup
 // that hangs cut at its deadline, and the facts on this host.
 #include <gtest/gtest.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -64,6 +65,36 @@ TEST(Rendezvous, ALookupThatHangsIsCutAtTheDeadline) {
   auto v = judge_rendezvous({f}, "gpu017", true, 0.2);
   ASSERT_TRUE(v.fail);
   EXPECT_NE(v.fail->find("MASTER_ADDR gpu001 did not resolve on gpu017 within 0.2 s"), std::string::npos) << *v.fail;
+}
+
+// Which thread asked, and with which flags: a numeric address is looked up in place,
+// without a resolver; a name on its own thread, under the deadline.
+static std::thread::id g_lookup_thread;
+static int g_lookup_flags = -1;
+static int recording_lookup(const char* node, const char* service, const struct addrinfo* hints,
+                            struct addrinfo** res) {
+  g_lookup_thread = std::this_thread::get_id();
+  g_lookup_flags = hints ? hints->ai_flags : -1;
+  return ::getaddrinfo(node, service, hints, res);
+}
+
+TEST(Rendezvous, ANumericAddressIsLookedUpWithoutAThread) {
+  for (const char* host : {"127.0.0.1", "::1"}) {
+    RendezvousTarget t{"MASTER_ADDR", host, 0, false, false};
+    g_lookup_thread = {};
+    auto f = gather_rendezvous(t, 5, recording_lookup);
+    EXPECT_EQ(g_lookup_thread, std::this_thread::get_id()) << host;
+    EXPECT_EQ(g_lookup_flags, AI_NUMERICHOST) << host;
+    EXPECT_EQ(f.resolve_error, "") << host;
+    ASSERT_EQ(f.addresses.size(), 1u) << host;
+    EXPECT_EQ(f.addresses[0], host);
+  }
+  RendezvousTarget name{"MASTER_ADDR", "localhost", 0, false, false};
+  g_lookup_thread = {};
+  auto f = gather_rendezvous(name, 5, recording_lookup);
+  EXPECT_NE(g_lookup_thread, std::this_thread::get_id());
+  EXPECT_EQ(g_lookup_flags, 0);
+  EXPECT_FALSE(f.addresses.empty());
 }
 
 // The gathering half, on this machine's own resolver and sockets.
