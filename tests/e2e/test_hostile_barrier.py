@@ -191,11 +191,12 @@ class HostileBarrier(TwoUsersClusterTest):
         ports = self.next_jobs_unsalted_ports(3)  # the steps below, as their ids alone give them
         script = os.path.join(self.victim.home, "clean.sh")
         with open(script, "w") as f:
-            f.write("#!/bin/sh\n/usr/bin/srun -n1 /bin/sh -c 'echo started $SLURM_JOB_ID $SLURM_STEP_ID $MASTER_PORT'\n")
+            f.write("#!/bin/sh\n/usr/bin/srun -n1 /bin/sh -c 'echo started $SLURM_JOB_ID $SLURM_STEP_ID $MASTER_PORT "
+                    "${SLURM_GPUDIAG_PORT_SALT:-none}'\n")
         os.chown(script, self.victim.uid, -1)
         os.chmod(script, 0o755)
         out = os.path.join(self.victim.home, "clean.out")
-        step = ["/bin/sh", "-c", "echo started $SLURM_JOB_ID $SLURM_STEP_ID $MASTER_PORT"]
+        step = ["/bin/sh", "-c", "echo started $SLURM_JOB_ID $SLURM_STEP_ID $MASTER_PORT ${SLURM_GPUDIAG_PORT_SALT:-none}"]
         attack = self.start_attack(SQUAT, *map(str, ports))
         try:
             runs = [self.as_user(self.victim, ["srun", "-n1", "--export=NONE", *step]),
@@ -206,14 +207,23 @@ class HostileBarrier(TwoUsersClusterTest):
             self.stop_attack(attack)
         with open(out) as f:
             batch = f.read()
+        coincidences = 0
         for run, text in zip(runs, [runs[0].stdout, runs[1].stdout, batch]):
             self.assertEqual(run.returncode, 0, run.stderr)
             started = [line.split()[1:] for line in text.splitlines() if line.startswith("started")]
             self.assertEqual(len(started), 1, text)
-            job, step_id, port = map(int, started[0])
-            # Each step against its own unsalted port: a salted one meets it 1 time in 4536.
-            self.assertNotEqual(port, 61000 + (job * 7919 + step_id) % span,
-                                f"job {job}.{step_id}'s MASTER_PORT is the one any user computes from its id")
+            job, step_id, port = map(int, started[0][:3])
+            salt = started[0][3]
+            self.assertRegex(salt, r"^[0-9a-f]{16}$", f"job {job}.{step_id} ran without the job's port salt")
+            # Each step against its own unsalted port. A salted one meets it 1 time in 4536
+            # (the permutation may map an index to itself): with a salt there, that is chance.
+            if port == 61000 + (job * 7919 + step_id) % span:
+                coincidences += 1
+                print(f"job {job}.{step_id}: salt {salt} maps its port onto the unsalted one (1 in {span})",
+                      file=sys.stderr)
+        # A plugin that ignored the salt would give every step its unsalted port; two of
+        # three by chance happen about 1 time in 7 million.
+        self.assertLessEqual(coincidences, 1, "the steps' MASTER_PORTs are the ones any user computes from their ids")
 
     def test_one_steps_store_does_not_tell_the_next_steps_port(self):
         # Every step of a batch job shares the job's salt; were the salt a shift of the
