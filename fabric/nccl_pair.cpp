@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fabric/fabric_wire.h"
+#include "probe/probe_json.h"
 #include "util/control_bytes.h"
 #include "util/spawn_child.h"
 
@@ -78,8 +79,11 @@ NcclPairResult run_nccl_pair(const NcclProbe& p, int rank, const std::string& id
   argv.insert(argv.end(), {"--wait-limit", std::to_string(static_cast<int>(deadline_s)), "pair", "--rank",
                            std::to_string(rank), "--bytes", kBytes, "--iters", std::to_string(kIters), "--warmup",
                            std::to_string(kWarmup)});
-  if (rank == 1) argv.insert(argv.end(), {"--id", id});
-  SpawnedChild c = spawn_child(argv);
+  // The id holds rank 0's bootstrap address and magic: in the environment, which only its
+  // owner reads, never on the command line, which every user on the node can.
+  std::vector<std::string> env;
+  if (rank == 1) env.push_back(std::string(probe_json::kNcclPairIdEnv) + "=" + id);
+  SpawnedChild c = spawn_child(argv, nullptr, env);
   if (!c.started()) {
     out.error = "cannot start the GPU probe: " + c.error;
     return out;

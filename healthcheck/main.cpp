@@ -250,10 +250,12 @@ int run(int argc, char** argv) {
     write_all(text);
   } else if (auto written = gpudiag::write_file_atomically(gpudiag::place_of(output_path), text, 0644, write_timeout);
              !written) {
-    // Nothing is lost: the report goes to stdout instead, and the exit code says so.
+    // Nothing is lost: the report goes to stdout instead, and the exit code says so, by the
+    // one precedence: a failed write is UNKNOWN, which never hides a CRITICAL (2) or a
+    // breaker's hold (4) from the hooks that read only the code.
     std::fprintf(stderr, "%s (check --output)\n", written.error().c_str());
     write_all(text);
-    code = kExitUnknown;
+    if (code != 2 && code != gpudiag::kExitHeldBack) code = kExitUnknown;
   }
   if (!slurm_line.empty()) {
     if (human) write_all(slurm_line);

@@ -17,6 +17,11 @@
 namespace gpudiag {
 namespace probe_json {
 
+// `pair` (the fabric test's NCCL pair): rank 1 takes rank 0's unique id from this
+// variable. The id holds rank 0's bootstrap address and magic, so it never goes on a
+// command line (/proc/PID/cmdline is every user's to read; environ only its owner's).
+inline constexpr char kNcclPairIdEnv[] = "GPUDIAG_NCCL_PAIR_ID";
+
 // Keys any section may carry.
 inline constexpr char kError[] = "error";
 inline constexpr char kKind[] = "kind";

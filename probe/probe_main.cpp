@@ -87,15 +87,17 @@ int main(int argc, char** argv) {
   int pair_rank = 0;
   std::string pair_id, pair_bytes = "8M";
   auto* pair = app.add_subcommand("pair", "one rank of a two-node NCCL all_reduce (the fabric test); rank 0 prints "
-                                          "the unique id first");
+                                          "the unique id first, rank 1 takes it from $GPUDIAG_NCCL_PAIR_ID (never "
+                                          "from its command line, which every user can read)");
   pair->add_option("--rank", pair_rank, "0 or 1")->check(CLI::Range(0, 1));
-  pair->add_option("--id", pair_id, "rank 1: the unique id rank 0 printed (hex)");
   pair->add_option("--bytes", pair_bytes, "bytes per rank (default 8M)");
   pair->add_option("--iters", opts.iters, "timed iterations (default 20)")->check(CLI::Range(1, 100000));
   pair->add_option("--warmup", opts.warmup, "untimed iterations first (default 5)")->check(CLI::Range(0, 100000));
   try {
     app.parse(argc, argv);
     opts.sizes = parse_sizes(pair->parsed() ? pair_bytes : sizes);
+    if (const char* id = std::getenv(gpudiag::probe_json::kNcclPairIdEnv); pair->parsed() && pair_rank == 1 && id)
+      pair_id = id;
     auto cb = gpudiag::parse_size(copy_bytes);
     if (!cb || *cb < 4 || *cb > (16ull << 30)) throw CLI::ValidationError("--copy-bytes", "must be a size from 4 to 16G");
     opts.copy_bytes = *cb;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 extern char** environ;
 
@@ -174,7 +175,8 @@ std::string find_on_path(const std::string& name) {
   return "";
 }
 
-SpawnedChild spawn_child(const std::vector<std::string>& argv, const ChildUser* as) {
+SpawnedChild spawn_child(const std::vector<std::string>& argv, const ChildUser* as,
+                         const std::vector<std::string>& extra_env) {
   SpawnedChild c;
   if (argv.empty() || argv[0].empty()) {
     c.error = "no command";
@@ -212,8 +214,18 @@ SpawnedChild spawn_child(const std::vector<std::string>& argv, const ChildUser* 
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
     auto args = c_strings(argv);
+    std::vector<char*> envp;
+    for (char** e = environ; e && *e; ++e) {
+      const std::string_view entry(*e);
+      const auto name = entry.substr(0, entry.find('=') + 1);
+      bool replaced = false;
+      for (const auto& x : extra_env) replaced = replaced || x.compare(0, name.size(), name) == 0;
+      if (!replaced) envp.push_back(*e);
+    }
+    for (const auto& x : extra_env) envp.push_back(const_cast<char*>(x.c_str()));
+    envp.push_back(nullptr);
     pid_t pid = -1;
-    int rc = posix_spawn(&pid, path.c_str(), &fa, &attr, args.data(), environ);
+    int rc = posix_spawn(&pid, path.c_str(), &fa, &attr, args.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) c.error = argv[0] + ": " + std::strerror(rc);

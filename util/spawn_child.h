@@ -33,7 +33,10 @@ struct SpawnedChild {
 // An executable regular file named `name` in PATH's absolute entries, or "".
 std::string find_on_path(const std::string& name);
 
-// Starts argv as described above; `as` null: as ourselves, with our environment.
-SpawnedChild spawn_child(const std::vector<std::string>& argv, const ChildUser* as = nullptr);
+// Starts argv as described above; `as` null: as ourselves, with our environment and
+// `extra_env` (NAME=VALUE, replacing ours of the same name). A secret goes there, never in
+// argv: /proc/PID/environ is its owner's to read, /proc/PID/cmdline everyone's.
+SpawnedChild spawn_child(const std::vector<std::string>& argv, const ChildUser* as = nullptr,
+                         const std::vector<std::string>& extra_env = {});
 
 }  // namespace gpudiag

@@ -201,12 +201,14 @@ TEST_F(StateChecks, OutputIsWrittenAtomicallyForNodeExporter) {
   EXPECT_EQ(std::distance(fs::directory_iterator(tmp), fs::directory_iterator()), 1);  // no temp file left
 }
 
-TEST_F(StateChecks, OutputThatCannotBeWrittenIsExit3AndTheReportStillComes) {
+// A failed --output is UNKNOWN (3), but never hides a CRITICAL (2): whoever can squat the
+// name or fill its filesystem must not turn a sick node's code into 3 (adversary review, B4).
+TEST_F(StateChecks, OutputThatCannotBeWrittenIsUnknownButKeepsACriticalAndTheReportStillComes) {
   const std::string victim = tmp + "/victim";
   write(victim, "precious");
   ASSERT_EQ(::symlink(victim.c_str(), (tmp + "/link.prom").c_str()), 0);
   auto r = run(kFixtures + "/port-down", {"--checks", "ib", "--format", "nhc", "--output", tmp + "/link.prom"});
-  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("gpudiag: cannot write " + tmp + "/link.prom: it is a symlink"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("mlx5_3 port 1 is DOWN"), std::string::npos) << r.out;
   EXPECT_EQ(slurp(victim), "precious");

@@ -17,7 +17,7 @@ MAY_USE = {
     "stacks": {"nodeinfo", "util"},
     "probe": {"util"},
     "healthcheck": {"config", "nodeinfo", "util", "probe/probe_json.h"},
-    "fabric": {"config", "nodeinfo", "util"},
+    "fabric": {"config", "nodeinfo", "util", "probe/probe_json.h"},
     "spank": {"config", "fabric", "nodeinfo", "nccllog", "stacks", "util"},
     "cli": {"stacks", "nccllog", "nodeinfo", "util"},
 }

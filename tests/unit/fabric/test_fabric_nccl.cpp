@@ -3,7 +3,13 @@
 // and NCCL (tests/fakes), the id passed from rank 0 to rank 1 as srun passes it.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <future>
+#include <iterator>
 
 #include "fabric/fabric_report.h"
 #include "fabric/fabric_wire.h"
@@ -82,6 +88,34 @@ TEST(NcclVerdict, AHealthyLineGivesTheBusBandwidth) {
 }
 
 #if defined(GPUDIAG_PROBE) && defined(GPUDIAG_FAKE_CUDA) && defined(GPUDIAG_FAKE_NCCL)
+// The id holds rank 0's bootstrap address and magic: every user on the node can read a
+// process's command line, only its owner its environment (adversary review, B2).
+TEST(NcclPair, TheIdReachesRankOneInItsEnvironmentNeverOnItsCommandLine) {
+  char dir[] = "/tmp/gpudiag-nccl-id-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string d = dir, probe = d + "/probe";
+  {
+    std::FILE* f = std::fopen(probe.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fprintf(f, "#!/bin/sh\nprintf '%%s\\n' \"$*\" > %s/argv\nprintf '%%s' \"$GPUDIAG_NCCL_PAIR_ID\" > %s/id\n"
+                    "exit 1\n", dir, dir);
+    std::fclose(f);
+  }
+  ASSERT_EQ(::chmod(probe.c_str(), 0755), 0);
+  auto one = run_nccl_pair(NcclProbe{probe, "", ""}, 1, kId, 10, [](const std::string&) { return false; });
+  EXPECT_NE(one.error, "");  // the stand-in gives no result
+  auto slurp = [&](const std::string& name) {
+    std::ifstream in(d + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string argv = slurp("argv"), id = slurp("id");
+  EXPECT_NE(argv.find("pair --rank 1"), std::string::npos) << argv;
+  EXPECT_EQ(argv.find(kId.substr(0, 16)), std::string::npos) << argv;
+  EXPECT_EQ(id, kId);
+  for (const char* name : {"argv", "id", "probe"}) std::remove((d + "/" + name).c_str());
+  ::rmdir(dir);
+}
+
 TEST(NcclOnTheFakes, TwoRanksThroughTheProbeWithTheIdPassedOn) {
   ::setenv("FAKE_GPUS", "1", 1);
   const NcclProbe p{GPUDIAG_PROBE, GPUDIAG_FAKE_CUDA, GPUDIAG_FAKE_NCCL};
