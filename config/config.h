@@ -184,7 +184,7 @@ struct PluginSettings {
   PreflightSettings preflight;
 };
 
-// The xid check: overrides of the Xid catalogue (healthcheck/xid_catalogue.cpp).
+// The xid check: overrides of the Xid catalogue (healthcheck/checks/xid_catalogue.cpp).
 struct XidSettings {
   std::vector<int> critical;  // these Xids are CRITICAL whatever the catalogue says
   std::vector<int> ignore;    // these are only noted

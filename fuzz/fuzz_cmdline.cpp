@@ -2,7 +2,7 @@
 #include <string>
 
 #include "fuzz/fuzz_input.h"
-#include "healthcheck/check_iommu.h"
+#include "healthcheck/checks/check_iommu.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   gpudiag::IommuFacts facts;

@@ -3,11 +3,11 @@
 // or a broken one, must give findings, never an exception (nlohmann's type_error
 // escaping here would abort the whole health run).
 #include "fuzz/fuzz_input.h"
-#include "healthcheck/check_nccl.h"
-#include "healthcheck/check_p2p.h"
-#include "healthcheck/formats.h"
-#include "healthcheck/gpu_driver_view.h"
-#include "healthcheck/gpu_probe.h"
+#include "healthcheck/checks/check_nccl.h"
+#include "healthcheck/checks/check_p2p.h"
+#include "healthcheck/checks/gpu_driver_view.h"
+#include "healthcheck/checks/gpu_probe.h"
+#include "healthcheck/report/formats.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   gpudiag::CommandResult run;

@@ -7,9 +7,9 @@
 #include <set>
 
 #include "fuzz/fuzz_input.h"
-#include "healthcheck/drain_breaker.h"
-#include "healthcheck/drain_policy.h"
-#include "healthcheck/slurm_node.h"
+#include "healthcheck/drain/drain_breaker.h"
+#include "healthcheck/drain/drain_policy.h"
+#include "healthcheck/drain/slurm_node.h"
 #include "util/control_bytes.h"
 #include "stacks/step_processes.h"
 

@@ -1,7 +1,7 @@
 // gpudiag-health: node health checks for GPU training nodes (ARCHITECTURE §8).
 // Exit codes follow the Nagios plugin convention: 0 OK, 1 WARNING, 2 CRITICAL,
 // 3 UNKNOWN (bad usage, bad config, a check that could not run); and 4: CRITICAL, but
-// the drain breaker held --drain back (healthcheck/slurm_action.h).
+// the drain breaker held --drain back (healthcheck/drain/slurm_action.h).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "healthcheck/baseline_config.h"
-#include "healthcheck/check_runner.h"
-#include "healthcheck/drain_policy.h"
-#include "healthcheck/formats.h"
-#include "healthcheck/run_state.h"
-#include "healthcheck/slurm_action.h"
-#include "healthcheck/slurm_node.h"
+#include "healthcheck/baseline/baseline_config.h"
+#include "healthcheck/checks/check_runner.h"
+#include "healthcheck/drain/drain_policy.h"
+#include "healthcheck/report/formats.h"
+#include "healthcheck/state/run_state.h"
+#include "healthcheck/drain/slurm_action.h"
+#include "healthcheck/drain/slurm_node.h"
 #include "config/config.h"
 #include "util/control_bytes.h"
 #include "util/private_file.h"

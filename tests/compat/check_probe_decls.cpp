@@ -139,7 +139,7 @@ static_assert(std::is_same_v<Real<P::CUstream>::type, ::cudaStream_t>, "NCCL's s
 
 // NVML, where the toolkit ships nvml.h next to cuda.h: the entry points and constants the
 // devices section added for clocks, temperature and PCIe replays (probe/nvml_api.h), and
-// the clocks event bits that healthcheck/gpu_driver_view.cpp decodes. The probe passes
+// the clocks event bits that healthcheck/checks/gpu_driver_view.cpp decodes. The probe passes
 // NVML's enums as int, so their size is checked too.
 #if __has_include(<nvml.h>)
 #include <nvml.h>

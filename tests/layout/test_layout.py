@@ -35,6 +35,22 @@ SPANK_ROOM_MAY_USE = {
     "slurm": {"plan", "relay", "watchdog", "preflight"},
 }
 SPANK_ROOMS = set(SPANK_ROOM_MAY_USE)
+# healthcheck/'s rooms by job (ARCHITECTURE §2, §4), the same way; main.cpp, the program,
+# stays at the top and may use every room. The report and the run state are leaves; the
+# checks fill the report and keep their state between runs; the baseline reads the facts
+# the checks gather; the drain rule judges a report and names no check.
+HEALTH_ROOM_MAY_USE = {
+    "report": set(),
+    "state": set(),
+    "checks": {"report", "state"},
+    "baseline": {"checks"},
+    "drain": {"report"},
+}
+# Folder in rooms -> (its rooms and the rooms each may use, the files it keeps at its top).
+ROOMED = {
+    "spank": (SPANK_ROOM_MAY_USE, {"CMakeLists.txt"}),
+    "healthcheck": (HEALTH_ROOM_MAY_USE, {"CMakeLists.txt", "main.cpp"}),
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
 
@@ -88,12 +104,13 @@ class Dependencies(unittest.TestCase):
         self.assertEqual(wrong, [], "a folder uses one that ARCHITECTURE §2 does not let it use")
 
 
-    def test_spank_is_in_rooms(self):
-        base = os.path.join(SOURCE, "spank")
+    def rooms_hold_everything(self, folder):
+        rules, top_files = ROOMED[folder]
+        base = os.path.join(SOURCE, folder)
         rooms = {d for d in os.listdir(base) if os.path.isdir(os.path.join(base, d))}
-        loose = sorted(n for n in os.listdir(base) if n not in rooms and n != "CMakeLists.txt")
-        self.assertEqual(rooms, SPANK_ROOMS, "spank/'s folders are not the rooms ARCHITECTURE §2 names")
-        self.assertEqual(loose, [], "files in spank/ outside its rooms")
+        loose = sorted(n for n in os.listdir(base) if n not in rooms and n not in top_files)
+        self.assertEqual(rooms, set(rules), f"{folder}/'s folders are not the rooms ARCHITECTURE §2 names")
+        self.assertEqual(loose, [], f"files in {folder}/ outside its rooms")
         wrong = []
         for d, subdirs, names in os.walk(SOURCE):
             # Not build trees, not hidden folders (.git).
@@ -103,25 +120,38 @@ class Dependencies(unittest.TestCase):
                 if n.endswith((".cpp", ".h")):
                     with open(os.path.join(d, n), encoding="utf-8", errors="replace") as f:
                         for other, header in INCLUDE.findall(f.read()):
-                            if other == "spank" and header.split("/", 1)[0] not in SPANK_ROOMS:
-                                wrong.append(f"{os.path.relpath(os.path.join(d, n), SOURCE)} includes spank/{header}")
-        self.assertEqual(wrong, [], "an include of spank/ that names no room")
+                            if other == folder and header.split("/", 1)[0] not in rules:
+                                wrong.append(f"{os.path.relpath(os.path.join(d, n), SOURCE)} includes {folder}/{header}")
+        self.assertEqual(wrong, [], f"an include of {folder}/ that names no room")
 
-    def test_spank_rooms_include_only_the_rooms_they_may_use(self):
+    def rooms_include_only_what_they_may_use(self, folder):
+        rules, _ = ROOMED[folder]
         wrong = []
-        for room, allowed in SPANK_ROOM_MAY_USE.items():
-            base = os.path.join(SOURCE, "spank", room)
+        for room, allowed in rules.items():
+            base = os.path.join(SOURCE, folder, room)
             for name in sorted(os.listdir(base)):
                 if not name.endswith((".cpp", ".h")):
                     continue
                 with open(os.path.join(base, name), encoding="utf-8") as f:
                     for other, header in INCLUDE.findall(f.read()):
-                        if other != "spank":
+                        if other != folder:
                             continue
                         used = header.split("/", 1)[0]
                         if used != room and used not in allowed:
-                            wrong.append(f"spank/{room}/{name} includes spank/{header}")
-        self.assertEqual(wrong, [], "a spank room reaches into one ARCHITECTURE §2 does not let it use")
+                            wrong.append(f"{folder}/{room}/{name} includes {folder}/{header}")
+        self.assertEqual(wrong, [], f"a {folder} room reaches into one ARCHITECTURE §2 does not let it use")
+
+    def test_spank_is_in_rooms(self):
+        self.rooms_hold_everything("spank")
+
+    def test_spank_rooms_include_only_the_rooms_they_may_use(self):
+        self.rooms_include_only_what_they_may_use("spank")
+
+    def test_healthcheck_is_in_rooms(self):
+        self.rooms_hold_everything("healthcheck")
+
+    def test_healthcheck_rooms_include_only_the_rooms_they_may_use(self):
+        self.rooms_include_only_what_they_may_use("healthcheck")
 
     def test_the_python_reader_stands_alone(self):
         """stacks/pyframes/ (ARCHITECTURE §2, §5a) uses only itself: the fuzzers and the
@@ -144,19 +174,20 @@ def source_room(path):
 
 def may_include(room):
     """What a test of `room` may include from our code: its room and what the room may use.
-    A top folder's subfolders are part of it (stacks/verdict/ is stacks/); spank's rooms are
-    rooms of their own, each with the rooms it may use."""
+    A top folder's subfolders are part of it (stacks/verdict/ is stacks/); the rooms of
+    spank/ and healthcheck/ are rooms of their own, each with the rooms it may use."""
     top = room.split("/", 1)[0]
-    if top == "spank":
+    if top in ROOMED and "/" in room:
         name = room.split("/")[1]
-        rooms = {f"spank/{r}" for r in {name} | SPANK_ROOM_MAY_USE.get(name, set())}
-        return rooms | MAY_USE["spank"]
+        rooms = {f"{top}/{r}" for r in {name} | ROOMED[top][0].get(name, set())}
+        return rooms | MAY_USE[top]
     return {top} | MAY_USE.get(top, set())
 
 
 class TestsFollowTheSource(unittest.TestCase):
     """Issue 36: tests/unit/ mirrors the source tree. A unit test file lives in the folder
-    of the source it tests (tests/unit/spank/relay/test_line_prefixer.cpp), includes at
+    of the source it tests (tests/unit/spank/relay/test_line_prefixer.cpp,
+    tests/unit/healthcheck/checks/test_check_ib.cpp), includes at
     least one header of that room and, of our code, only what that room may use itself:
     no test file spans rooms."""
 
@@ -194,7 +225,7 @@ class TestsFollowTheSource(unittest.TestCase):
                 top = i.split("/", 1)[0]
                 if top in ("tests", "fuzz"):  # test helpers, a fuzz target's shared mode
                     continue
-                key = "/".join(i.split("/")[:2]) if top == "spank" else top
+                key = "/".join(i.split("/")[:2]) if top in ROOMED else top
                 if key not in allowed:
                     wrong.append(f"tests/unit/{room}/{n} includes {i}")
         self.assertEqual(wrong, [], "a unit test reaches past its room (ARCHITECTURE §2)")
@@ -216,6 +247,11 @@ class ReadmeLayout(unittest.TestCase):
     def test_names_spank_rooms(self):
         named = set(layout_paths())
         self.assertEqual(sorted(f"spank/{r}" for r in SPANK_ROOMS if f"spank/{r}" not in named), [])
+
+    def test_names_healthcheck_rooms(self):
+        named = set(layout_paths())
+        self.assertEqual(sorted(f"healthcheck/{r}" for r in HEALTH_ROOM_MAY_USE
+                                if f"healthcheck/{r}" not in named), [])
 
     def test_names_nothing_that_is_not_there(self):
         gone = [p for p in layout_paths() if not os.path.exists(os.path.join(SOURCE, p))]
