@@ -213,5 +213,10 @@ TEST(AttachedChild, WhatItHoldsDoesNotGrowWithWhatTheChildPrints) {
   ::close(sink);
   ASSERT_TRUE(r.started) << r.error;
   EXPECT_EQ(r.exit_code, 0);
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer keeps freed memory in its quarantine (256 MB by default) and so raises
+  // the peak with every buffer that passes through; the normal build checks the bound.
+  GTEST_SKIP() << "the peak under AddressSanitizer is its quarantine's";
+#endif
   EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 8 * 1024) << "KiB more at the peak";
 }
