@@ -15,6 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   a.add_bytes(size);
   auto analysis = a.finish();
+  // What the analysis keeps is bounded by its caps, whatever the input (adversary2 B3).
+  GPUDIAG_FUZZ_CHECK(analysis.processes.size() <= gpudiag::kMaxProcesses);
+  GPUDIAG_FUZZ_CHECK(analysis.warnings.size() <= gpudiag::kMaxWarnGroups);
   auto problems = gpudiag::diagnose(analysis, {"node1"});
   (void)gpudiag::format_nccl_report(analysis, problems);
   // What --json prints: no control byte but the JSON's own newlines (issue 30).

@@ -77,17 +77,18 @@ std::string NcclProcess::label() const {
   return w && w->rank >= 0 ? host + ":" + std::to_string(w->rank) : host + ":pid" + pid;
 }
 
-NcclProcess& NcclLogAnalyzer::process(std::string_view host, std::string_view pid, std::string_view source) {
+NcclProcess* NcclLogAnalyzer::process(std::string_view host, std::string_view pid, std::string_view source) {
   key_.assign(host);
   key_ += ':';
   key_.append(pid);
   auto it = procs_.find(key_);
-  if (it != procs_.end()) return it->second;
+  if (it != procs_.end()) return &it->second;
+  if (procs_.size() >= kMaxProcesses) return nullptr;
   NcclProcess p;
   p.host = std::string(host);
   p.pid = std::string(pid);
   p.source = std::string(source);
-  return procs_.emplace(key_, std::move(p)).first->second;
+  return &procs_.emplace(key_, std::move(p)).first->second;
 }
 
 void NcclLogAnalyzer::note_warning(std::string_view msg, const std::string& key) {
@@ -159,7 +160,12 @@ void NcclLogAnalyzer::add_line(std::string_view line, std::string_view source) {
   }
   ++out_.nccl_lines;
   const NcclLine& l = *parsed;
-  NcclProcess& p = process(l.host, l.pid, source);
+  NcclProcess* kept = process(l.host, l.pid, source);
+  if (!kept) {
+    ++out_.process_lines_dropped;
+    return;
+  }
+  NcclProcess& p = *kept;
   const std::string& key = key_;
   ++p.lines;
   const std::string_view m = l.msg;
@@ -228,8 +234,8 @@ void NcclLogAnalyzer::apply_bare_versions() {
     }
     if (any) continue;
     auto [host, pid] = origin_from_file_name(source);
-    NcclProcess& p = process(host, pid, source);
-    if (p.version.empty()) p.version = version;
+    NcclProcess* p = process(host, pid, source);
+    if (p && p->version.empty()) p->version = version;
   }
   bare_versions_.clear();
 }

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "util/rank_cap.h"
+
 namespace gpudiag {
 
 struct CommInfo {
@@ -59,7 +61,8 @@ struct CollMismatch {
 struct NcclLogAnalysis {
   std::vector<NcclProcess> processes;  // sorted by rank, then host and pid
   std::vector<WarnGroup> warnings;     // most frequent first
-  std::uint64_t warn_groups_dropped = 0;
+  std::uint64_t warn_groups_dropped = 0;  // WARN lines whose text came after kMaxWarnGroups others
+  std::uint64_t process_lines_dropped = 0;  // lines of processes that came after kMaxProcesses others
   std::vector<CollMismatch> mismatches;
   std::uint64_t lines = 0, nccl_lines = 0, bytes = 0;
   std::vector<std::string> files;
@@ -78,7 +81,8 @@ class NcclLogAnalyzer {
   NcclLogAnalysis finish();
 
  private:
-  NcclProcess& process(std::string_view host, std::string_view pid, std::string_view source);
+  // nullptr for a new process once kMaxProcesses are kept.
+  NcclProcess* process(std::string_view host, std::string_view pid, std::string_view source);
   void note_collective(NcclProcess& p, const std::string& key, std::string_view name, std::string_view op_count,
                        std::string_view comm);
   void note_warning(std::string_view msg, const std::string& key);
@@ -95,6 +99,10 @@ class NcclLogAnalyzer {
   NcclLogAnalysis out_;
 };
 
+// What one analysis keeps, whatever the logs hold: a log that names a new process or a
+// new warning text on every line (a runaway job, or any user's planted file) costs at
+// most these, not memory in proportion to its length. The report says when one was hit.
+constexpr std::size_t kMaxProcesses = kMaxRanks;
 constexpr std::size_t kMaxWarnGroups = 200;
 constexpr std::size_t kMaxTrackedOps = 1 << 16;
 

@@ -10,26 +10,18 @@
 #include <cstring>
 #include <string_view>
 
+#include "util/private_file.h"
+
 namespace gpudiag {
 namespace {
 
-bool wanted_in_dir(const std::string& name) {
+bool wanted_in_dir(std::string_view name) {
   return name.rfind("nccl", 0) == 0 || (name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0);
 }
 
 // Returns false when the byte budget ran out.
-bool read_file(NcclLogAnalyzer& a, const std::string& path, const ReadLimits& lim, std::uint64_t& total) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) {
-    a.add_read_error(path + ": " + std::strerror(errno));
-    return true;
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    a.add_read_error(path + ": not a regular file");
-    ::close(fd);
-    return true;
-  }
+// `fd` is an open regular file, closed here.
+bool read_open_file(NcclLogAnalyzer& a, int fd, const std::string& path, const ReadLimits& lim, std::uint64_t& total) {
   a.add_file_name(path);
   std::string buf(1 << 20, '\0');
   std::string carry;  // a line split across reads
@@ -83,6 +75,24 @@ bool read_file(NcclLogAnalyzer& a, const std::string& path, const ReadLimits& li
   return more;
 }
 
+bool read_file(NcclLogAnalyzer& a, const std::string& path, const ReadLimits& lim, std::uint64_t& total) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    a.add_read_error(path + ": " + std::strerror(errno));
+    return true;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    a.add_read_error(path + ": not a regular file");
+    ::close(fd);
+    return true;
+  }
+  return read_open_file(a, fd, path, lim, total);
+}
+
+// A bound on the names one dir contributes: a dir of millions of names costs srun no more.
+constexpr std::size_t kMaxDirNames = 1u << 20;
+
 }  // namespace
 
 void read_nccl_logs(NcclLogAnalyzer& a, const std::vector<std::string>& paths, const ReadLimits& limits) {
@@ -116,6 +126,23 @@ void read_nccl_logs(NcclLogAnalyzer& a, const std::vector<std::string>& paths, c
       if (!read_file(a, full, limits, total)) return;
     }
   }
+}
+
+void read_nccl_logs_in_dir(NcclLogAnalyzer& a, int dir_fd, const std::string& shown, uid_t owner,
+                           const ReadLimits& limits) {
+  std::vector<std::string> names = dir_names(dir_fd, wanted_in_dir, kMaxDirNames);
+  std::sort(names.begin(), names.end());
+  std::uint64_t total = 0;
+  for (const auto& n : names) {
+    const OpenedFile f = open_regular_file(dir_fd, n.c_str(), &owner);
+    if (f.fd < 0) continue;
+    if (!read_open_file(a, f.fd, shown + (!shown.empty() && shown.back() == '/' ? "" : "/") + n, limits, total))
+      return;
+  }
+}
+
+bool has_nccl_logs(int dir_fd) {
+  return !dir_names(dir_fd, [](std::string_view n) { return n.substr(0, 5) == "nccl."; }, 1).empty();
 }
 
 }  // namespace gpudiag

@@ -68,6 +68,9 @@ std::string format_nccl_report(const NcclLogAnalysis& a, const std::vector<NcclP
                                 a.processes.size(), a.files.size(), a.bytes, a.lines, a.nccl_lines,
                                 a.truncated ? "; stopped early at the byte limit" : "");
   for (const auto& e : a.read_errors) out += "  cannot read " + e + "\n";
+  if (a.process_lines_dropped)
+    out += fmt::format("  {} lines of processes beyond the first {} not analysed (the cap on processes)\n",
+                       a.process_lines_dropped, kMaxProcesses);
   if (!a.processes.empty()) {
     out += fmt::format("\n{:<16} {:>5} {:>8} {:<9} {:<10} {:<30} {:<8} {:<9} {}\n", "host:rank", "ranks", "pid", "NCCL",
                        "network", "devices", "OOB", "init", "channels");
@@ -148,11 +151,27 @@ nlohmann::json nccl_report_json(const NcclLogAnalysis& a, const std::vector<Nccl
           {"lines", a.lines},
           {"nccl_lines", a.nccl_lines},
           {"truncated", a.truncated},
+          {"process_lines_dropped", a.process_lines_dropped},
+          {"warn_lines_dropped", a.warn_groups_dropped},
           {"read_errors", a.read_errors},
           {"processes", procs},
           {"warnings", warns},
           {"problems", probs}};
 }
+
+namespace {
+
+// The caps an analysis hit, for srun's one line: a summary from part of the logs says so.
+std::string caps_hit_text(const NcclLogAnalysis& a) {
+  std::vector<std::string> caps;
+  if (a.process_lines_dropped)
+    caps.push_back(fmt::format("{} processes kept, {} lines of others not read", kMaxProcesses, a.process_lines_dropped));
+  if (a.warn_groups_dropped)
+    caps.push_back(fmt::format("{} WARN texts kept, {} lines of others not grouped", kMaxWarnGroups, a.warn_groups_dropped));
+  return caps.empty() ? "" : " (caps hit: " + join(caps, "; ") + ")";
+}
+
+}  // namespace
 
 std::string nccl_summary_line(const NcclLogAnalysis& a, const std::vector<NcclProblem>& problems) {
   if (a.processes.empty()) return "gpudiag: no NCCL log lines (the step may not have used NCCL)";
@@ -187,7 +206,7 @@ std::string nccl_summary_line(const NcclLogAnalysis& a, const std::vector<NcclPr
   }
   if (parts.empty()) line += a.warnings.empty() ? ", no problems" : fmt::format(", {} NCCL warning(s)", a.warnings.size());
   else line += fmt::format(", {} {}: {}", parts.size(), worst == 2 ? "problem(s)" : "warning(s)", join(parts, "; "));
-  return line;
+  return line + caps_hit_text(a);
 }
 
 std::string nccl_report_json_text(const NcclLogAnalysis& a, const std::vector<NcclProblem>& problems) {

@@ -1,5 +1,6 @@
 #include "util/private_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
@@ -239,6 +240,24 @@ OwnedFile read_owned_file(int dir_fd, const char* name, uid_t owner, std::size_t
   f.bytes.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
   f.read = true;
   return f;
+}
+
+std::vector<std::string> dir_names(int dfd, bool (*keep)(std::string_view name), std::size_t max) {
+  std::vector<std::string> names;
+  const int own = ::openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (own < 0) return names;
+  DIR* d = ::fdopendir(own);
+  if (!d) {
+    ::close(own);
+    return names;
+  }
+  while (dirent* e = ::readdir(d)) {
+    if (names.size() >= max) break;
+    const std::string_view name = e->d_name;
+    if (is_plain_name(name) && keep(name)) names.emplace_back(name);
+  }
+  ::closedir(d);
+  return names;
 }
 
 namespace {

@@ -135,6 +135,11 @@ long read_up_to(int fd, char* buf, std::size_t max) noexcept;
 
 // --- Prepared before the steps, and whole files by path. ---
 
+// Rule 2 for listing: the names in `dfd` that `keep` accepts (never "." or ".."), at
+// most `max`, unsorted. Read through a fresh open of "." so that `dfd` stays open and
+// keeps no position: several readers may list one dir fd in turn.
+std::vector<std::string> dir_names(int dfd, bool (*keep)(std::string_view name), std::size_t max);
+
 // `count` names stem + 6 random characters [a-z0-9] + suffix (getentropy; the clock
 // where it fails: names must be hard to guess, not secret).
 std::vector<std::string> random_names(const std::string& stem, const std::string& suffix, int count);

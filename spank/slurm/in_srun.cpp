@@ -1,6 +1,9 @@
 // srun (S_CTX_LOCAL), as the user, once per step: the preflight barrier's and the fabric
 // test's coordinators, the job's port salt when srun makes its own job, and what the step
 // left in the diag dir when it ends.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +27,7 @@ extern "C" {
 #include "spank/slurm/spank_access.h"
 #include "spank/watchdog/step_summary.h"
 #include "stacks/verdict/step_verdict.h"
+#include "util/private_file.h"
 
 namespace gpudiag::in_srun {
 namespace {
@@ -134,10 +138,22 @@ int exit(spank_t) {
   // The tasks did not use a dir whose name or owner is wrong, and said why; reading it
   // here would print control bytes, or summarize logs a neighbour planted.
   if (!safe_env_value(dir)) return 0;
-  auto facts = read_dir_facts(dir);
-  if (facts.exists && distrust_diag_dir(facts, g.job_uid)) return 0;
+  // Opened once, as the job's user's private dir, and read only through that fd: a dir
+  // checked by path and read by path again could be another user's by the second look
+  // (a shared parent lets them make the name appear or swap it in between).
+  const DirOpen opened = open_private_dir(dir.c_str(), g.job_uid);
+  if (opened.fd < 0) {
+    // Missing here: the step made none, or it lives on the nodes only. Nothing is read.
+    if (!opened.not_private && opened.err == ENOENT) {
+      const std::string unseen = nccl_dir_unseen(dir);
+      std::fwrite(unseen.data(), 1, unseen.size(), stderr);
+      std::fflush(stderr);
+    }
+    return 0;
+  }
   // A hang first: which rank, where, on which node, from every node's report (issue 31.3).
-  std::string text = hang_step_verdict(dir, g.job_uid) + nccl_step_summary(dir);
+  std::string text = hang_step_verdict(opened.fd, dir, g.job_uid) + nccl_step_summary(opened.fd, dir, g.job_uid);
+  ::close(opened.fd);
   std::fwrite(text.data(), 1, text.size(), stderr);
   std::fflush(stderr);
   return 0;

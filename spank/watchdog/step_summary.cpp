@@ -1,11 +1,5 @@
 #include "spank/watchdog/step_summary.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cstring>
-
 #include "nccllog/nccl_log_problems.h"
 #include "nccllog/nccl_log_reader.h"
 #include "nccllog/nccl_log_report.h"
@@ -17,31 +11,23 @@ namespace {
 
 constexpr std::uint64_t kSummaryBytes = 256ull << 20;
 
-bool has_nccl_logs(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return false;
-  bool found = false;
-  while (dirent* e = ::readdir(d))
-    if (std::strncmp(e->d_name, "nccl.", 5) == 0) found = true;
-  ::closedir(d);
-  return found;
-}
-
 }  // namespace
 
-std::string nccl_step_summary(const std::string& dir) {
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return "gpudiag: the diag dir " + dir + " cannot be seen from " + short_hostname() +
+std::string nccl_dir_unseen(const std::string& dir) {
+  return escape_control("gpudiag: the diag dir " + dir + " cannot be seen from " + short_hostname() +
            " (where srun runs): the step made none (see above), or it is on the nodes only: there, run `gpudiag "
-           "nccl-log " + dir + "`\n";
-  if (!has_nccl_logs(dir))
-    return "gpudiag: no NCCL logs in " + dir + " (the step did not use NCCL, or it is not visible from " +
-           short_hostname() + ")\n";
+           "nccl-log " + dir + "`\n", true);
+}
+
+std::string nccl_step_summary(int dir_fd, const std::string& dir, uid_t owner) {
+  if (!has_nccl_logs(dir_fd))
+    return escape_control("gpudiag: no NCCL logs in " + dir + " (the step did not use NCCL, or it is not visible from " +
+                              short_hostname() + ")\n",
+                          true);
   NcclLogAnalyzer analyzer;
   ReadLimits limits;
   limits.max_total_bytes = kSummaryBytes;
-  read_nccl_logs(analyzer, {dir}, limits);
+  read_nccl_logs_in_dir(analyzer, dir_fd, dir, owner, limits);
   NcclLogAnalysis a = analyzer.finish();
   // srun often runs on a login node without IB: its sysfs says nothing about the
   // ranks' hosts, so the judgement rests on what the logs say.

@@ -1,6 +1,5 @@
 #include "stacks/verdict/flight_recorder.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,13 +10,14 @@
 #include "stacks/verdict/pickle_reader.h"
 #include "util/control_bytes.h"
 #include "util/private_file.h"
+#include "util/rank_cap.h"
 
 namespace gpudiag {
 namespace {
 
 constexpr std::string_view kDumpStem = "fr_trace.rank";
 constexpr std::size_t kMaxDumpBytes = 64u << 20;
-constexpr std::size_t kMaxDumps = 65536;
+constexpr std::size_t kMaxDumps = kMaxRanks;
 
 bool default_group(const PickleValue& e) {
   const PickleValue* id = e.get("pg_id");
@@ -108,25 +108,18 @@ std::string flight_absent_finding() {
          "record nothing), so the stacks are the evidence\n";
 }
 
-std::vector<FlightRank> read_flight_dumps(const std::string& dir, uid_t owner) {
+std::vector<FlightRank> read_flight_dumps(int dfd, uid_t owner) {
   std::vector<FlightRank> out;
-  int dfd = open_dir_fd(dir.c_str());
-  if (dfd < 0) return out;
-  DIR* d = ::fdopendir(dfd);
-  if (!d) {
-    ::close(dfd);
-    return out;
-  }
-  while (dirent* e = ::readdir(d)) {
-    std::string_view name = e->d_name;
-    if (name.substr(0, kDumpStem.size()) != kDumpStem || out.size() >= kMaxDumps) continue;
-    std::string_view digits = name.substr(kDumpStem.size());
+  const auto names = dir_names(
+      dfd, [](std::string_view n) { return n.substr(0, kDumpStem.size()) == kDumpStem; }, kMaxDumps);
+  for (const auto& name : names) {
+    std::string_view digits = std::string_view(name).substr(kDumpStem.size());
     int rank = -1;
     auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
     if (ec != std::errc() || p != digits.data() + digits.size() || rank < 0) continue;
     FlightRank r;
     r.rank = rank;
-    OwnedFile file = read_owned_file(::dirfd(d), e->d_name, owner, kMaxDumpBytes);
+    OwnedFile file = read_owned_file(dfd, name.c_str(), owner, kMaxDumpBytes);
     if (!file.read) {
       r.why = file.why;
       out.push_back(r);
@@ -134,8 +127,15 @@ std::vector<FlightRank> read_flight_dumps(const std::string& dir, uid_t owner) {
     }
     out.push_back(flight_rank_from_dump(file.bytes, rank));
   }
-  ::closedir(d);
   std::sort(out.begin(), out.end(), [](const FlightRank& a, const FlightRank& b) { return a.rank < b.rank; });
+  return out;
+}
+
+std::vector<FlightRank> read_flight_dumps(const std::string& dir, uid_t owner) {
+  const int dfd = open_dir_fd(dir.c_str());
+  if (dfd < 0) return {};
+  auto out = read_flight_dumps(dfd, owner);
+  ::close(dfd);
   return out;
 }
 

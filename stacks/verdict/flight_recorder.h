@@ -38,7 +38,10 @@ std::string flight_finding(const std::vector<FlightRank>& ranks, const std::vect
 // The line for a step with no dump at all: torch cannot record here.
 std::string flight_absent_finding();
 
-// Reads <dir>/fr_trace.rank<N>: regular files of `owner` only, at most 64 MiB each.
+// Reads fr_trace.rank<N> in the open dir `dir_fd` (the fd stays the caller's): regular
+// files of `owner` only, opened relative to the fd, at most 64 MiB each.
+std::vector<FlightRank> read_flight_dumps(int dir_fd, uid_t owner);
+// The same by path: opened once, never through a link.
 std::vector<FlightRank> read_flight_dumps(const std::string& dir, uid_t owner);
 
 }  // namespace gpudiag

@@ -1,6 +1,5 @@
 #include "stacks/verdict/step_reports.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,18 +18,10 @@ std::string hang_report_node(std::string_view n) {
   return std::string(middle.substr(0, middle.find('.')));
 }
 
-StepReports read_step_reports(const std::string& dir, uid_t uid) {
+StepReports read_step_reports(int dfd, uid_t uid) {
   StepReports out;
-  int dfd = open_dir_fd(dir.c_str());
-  if (dfd < 0) return out;
-  DIR* d = ::fdopendir(dfd);
-  if (!d) {
-    ::close(dfd);
-    return out;
-  }
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d))
-    if (!hang_report_node(e->d_name).empty() && names.size() < kMaxReports) names.emplace_back(e->d_name);
+  std::vector<std::string> names =
+      dir_names(dfd, [](std::string_view n) { return !hang_report_node(n).empty(); }, kMaxReports);
   std::sort(names.begin(), names.end());
   std::size_t total = 0;
   for (const auto& name : names) {
@@ -40,7 +31,7 @@ StepReports read_step_reports(const std::string& dir, uid_t uid) {
                              " ranks) was reached");
       break;
     }
-    OwnedFile file = read_owned_file(::dirfd(d), name.c_str(), uid,
+    OwnedFile file = read_owned_file(dfd, name.c_str(), uid,
                                      std::min(kMaxReportBytes, kMaxStepBytes - total));
     if (!file.read) {
       out.problems.push_back(escape_control(name) + ": " + file.why);
@@ -51,7 +42,14 @@ StepReports read_step_reports(const std::string& dir, uid_t uid) {
     auto ranks = rank_stacks_in_report(file.bytes, kMaxStepRanks - out.ranks.size());
     for (auto& r : ranks) out.ranks.push_back(std::move(r));
   }
-  ::closedir(d);
+  return out;
+}
+
+StepReports read_step_reports(const std::string& dir, uid_t uid) {
+  const int dfd = open_dir_fd(dir.c_str());
+  if (dfd < 0) return {};
+  StepReports out = read_step_reports(dfd, uid);
+  ::close(dfd);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "stacks/verdict/rank_stack.h"
+#include "util/rank_cap.h"
 
 namespace gpudiag {
 
@@ -18,7 +19,7 @@ namespace gpudiag {
 constexpr std::size_t kMaxReportBytes = 16u << 20;   // per node's report
 constexpr std::size_t kMaxStepBytes = 512u << 20;    // all reports together
 constexpr std::size_t kMaxReports = 16384;           // nodes
-constexpr std::size_t kMaxStepRanks = 65536;         // at most kMaxRankLineBytes each
+constexpr std::size_t kMaxStepRanks = kMaxRanks;        // at most kMaxRankLineBytes each
 
 // Pure: the node a hang report's file name stands for ("hang.n2.txt", "hang.n2.x1y2z3.txt"
 // -> "n2"); "" for any other name. The one rule for those names.
@@ -30,8 +31,11 @@ struct StepReports {
   std::vector<std::string> problems;  // "file: why" for reports skipped
 };
 
-// Reads every hang report in `dir` that is a regular file owned by `uid` (others are
-// skipped and named in problems); each opened without following links or blocking.
+// Reads every hang report in the open dir `dir_fd` that is a regular file owned by `uid`
+// (others are skipped and named in problems); each opened relative to the fd, without
+// following links or blocking. The fd stays the caller's.
+StepReports read_step_reports(int dir_fd, uid_t uid);
+// The same by path (the CLI, on a dir the user names): opened once, never through a link.
 StepReports read_step_reports(const std::string& dir, uid_t uid);
 
 }  // namespace gpudiag

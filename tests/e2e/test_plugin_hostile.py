@@ -7,7 +7,9 @@ throwaway users on the real test Slurm:
 - a launch that gpudiag fails on the node (GPUDIAG_DIAG longer than slurmstepd reads,
   a config broken between srun's start and the launch) fails srun, non-zero, with the
   reason on the user's terminal;
-- a submit dir with control bytes, and --pty with hang=, say what is off and why."""
+- a submit dir with control bytes, and --pty with hang=, say what is off and why;
+- srun's step-end summary never reads a diag dir that another user made appear after its
+  check (adversary2 B1): the dir is opened once, as the user's private dir."""
 import os
 import pty
 import re
@@ -29,6 +31,43 @@ NCCL_LIKE = ("import os, socket\n"
              "if f:\n"
              "    p = f.replace('%h', socket.gethostname().split('.')[0]).replace('%p', str(os.getpid()))\n"
              "    open(p, 'w').write('NCCL INFO overwritten by the victim\\n')\n")
+
+
+# adversary2 B1: another user's dir appears at the victim's diag dir path between srun's
+# check and its reads. The real race (their branch's test_adversary2_srun_summary_race.py:
+# a dir renamed away and back every 0.2 ms) was won in none of 60 steps here, so this
+# test decides the race instead: preloaded into the victim's srun, the check's lstat of
+# the path finds nothing, as it does when it falls in the attacker's gap. A summary read
+# through one fd, opened as the user's private dir, never looks at the path again.
+HIDE_FROM_LSTAT = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+static int hidden(const char* p) {
+  const char* h = getenv("GPUDIAG_TEST_LSTAT_MISSES");
+  return h && p && strcmp(p, h) == 0;
+}
+int lstat(const char* p, struct stat* st) {
+  if (hidden(p)) { errno = ENOENT; return -1; }
+  int (*real)(const char*, struct stat*) = dlsym(RTLD_NEXT, "lstat");
+  return real(p, st);
+}
+int lstat64(const char* p, struct stat64* st) {
+  if (hidden(p)) { errno = ENOENT; return -1; }
+  int (*real)(const char*, struct stat64*) = dlsym(RTLD_NEXT, "lstat64");
+  return real(p, st);
+}
+"""
+PLANTED = "9.9.9-ATTACKER-PLANTED"
+PLANT = ("import os, sys\n"
+         "d = sys.argv[1]\n"
+         "os.mkdir(d); os.chmod(d, 0o777)\n"
+         "open(os.path.join(d, 'nccl.evil.1.log'), 'w').write(\n"
+         f"  'evil:1:1 [0] NCCL INFO NCCL version {PLANTED}\\n'\n"
+         "  'evil:1:1 [0] NCCL WARN NET/IB : mlx5_0:1 Got completion with error 12, opcode 1, len 0\\n')\n")
 
 
 class HostileNeighbour(TwoUsersClusterTest):
@@ -226,6 +265,32 @@ class HostileNeighbour(TwoUsersClusterTest):
             self.assertIn(f"lies in {theirs}, which belongs to another user (uid {self.attacker.uid})", r.stderr)
         finally:
             shutil.rmtree(project, ignore_errors=True)
+
+    def test_srun_never_summarizes_a_dir_that_appears_after_its_check(self):
+        project = os.path.join(self.tmp, "race-project")
+        os.mkdir(project)
+        os.chmod(project, 0o777)  # a group project dir: the tasks refuse a diag dir in it
+        target = os.path.join(project, "diag")
+        shim = os.path.join(self.tmp, "hide_from_lstat.so")
+        try:
+            src = os.path.join(self.tmp, "hide_from_lstat.c")
+            with open(src, "w") as f:
+                f.write(HIDE_FROM_LSTAT)
+            subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", shim, src, "-ldl"], check=True)
+            os.chmod(shim, 0o755)
+            self.attacker.run([PYTHON, "-c", PLANT, target], env=dict(self.cluster.env), check=True)
+            env = dict(self.cluster.env, LD_PRELOAD=shim, GPUDIAG_TEST_LSTAT_MISSES=target)
+            r = self.victim.run(["srun", "-n1", f"--diag=dir={target}", "true"], env=env, cwd=self.victim.home,
+                                timeout=60)
+            self.assertIn(f"the diag dir {target} belongs to another user", r.stderr)  # the tasks' refusal
+            self.assertNotIn(PLANTED, r.stderr, "srun summarized the attacker's NCCL log on the victim's terminal")
+            self.assertNotIn("error 12", r.stderr)
+            self.assertNotIn("gpudiag: NCCL", r.stderr)
+        finally:
+            shutil.rmtree(project, ignore_errors=True)
+            for leftover in (shim, shim[:-3] + ".c"):
+                if os.path.exists(leftover):
+                    os.unlink(leftover)
 
     def test_pty_with_hang_says_the_watchdog_is_off(self):
         master, slave = pty.openpty()

@@ -1,6 +1,9 @@
 // The NCCL log analyzer over log lines in the wording of several NCCL versions, with
 // one rank going wrong in each of the known ways, plus garbage that must not crash it.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -523,4 +526,62 @@ TEST(NcclLogReport, JsonTextEscapesDelAndC1) {
   auto j = nlohmann::json::parse(text);
   ASSERT_EQ(j["processes"].size(), 1u) << text;
   EXPECT_EQ(j["processes"][0].value("source", ""), file);
+}
+
+// srun's summary (issue: adversary2 B1): a dir opened once as an fd, and only the job
+// owner's regular files in it; a planted link, another user's log and a FIFO are skipped
+// without blocking or a word.
+TEST(NcclLogReader, DirFdReadsOnlyTheOwnersRegularFiles) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("gpudiag-nccllog-fd-" + std::to_string(::getpid()));
+  fs::path outside = dir.string() + "-outside.log";
+  fs::create_directories(dir);
+  std::ofstream(dir / "nccl.mine.1.log") << "mine:1:1 [0] NCCL INFO NCCL version 2.21.5\n";
+  std::ofstream(outside) << "evil:2:2 [0] NCCL INFO NCCL version 9.9.9-LINK\n";
+  fs::create_symlink(outside, dir / "nccl.link.2.log");
+  std::ofstream(dir / "nccl.theirs.3.log") << "theirs:3:3 [0] NCCL INFO NCCL version 9.9.9-THEIRS\n";
+  if (::getuid() == 0) {
+    ASSERT_EQ(::chown((dir / "nccl.theirs.3.log").c_str(), 65534, 65534), 0);
+  }
+  ASSERT_EQ(::mkfifo((dir / "nccl.fifo.4.log").c_str(), 0600), 0);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dfd, 0);
+  EXPECT_TRUE(has_nccl_logs(dfd));
+  NcclLogAnalyzer an;
+  read_nccl_logs_in_dir(an, dfd, dir.string(), ::getuid());
+  auto a = an.finish();
+  ASSERT_EQ(a.processes.size(), ::getuid() == 0 ? 1u : 2u);
+  EXPECT_EQ(a.processes[0].host, "mine");
+  for (const auto& p : a.processes) EXPECT_NE(p.version, "9.9.9-LINK");
+  EXPECT_TRUE(a.read_errors.empty());
+  // The fd is still the caller's, and a second reader sees the dir from its start.
+  NcclLogAnalyzer other;
+  read_nccl_logs_in_dir(other, dfd, dir.string(), ::getuid() + 12345);
+  EXPECT_TRUE(other.finish().processes.empty()) << "another owner's files were read";
+  EXPECT_TRUE(has_nccl_logs(dfd));
+  ::close(dfd);
+  fs::remove_all(dir);
+  fs::remove(outside);
+}
+
+// adversary2 B3: a log naming a new process and a new warning on every line costs the
+// caps, not memory per line, and the summary says a cap was hit.
+TEST(NcclLogAnalyzer, CapsProcessesAndWarningTexts) {
+  NcclLogAnalyzer an;
+  const std::size_t n = kMaxProcesses + 100;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string line = "h" + std::to_string(i) + ":" + std::to_string(i) + ":1 [0] NCCL WARN w" + std::to_string(i);
+    an.add_line(line, "x.log");
+  }
+  auto a = an.finish();
+  EXPECT_EQ(a.processes.size(), kMaxProcesses);
+  EXPECT_EQ(a.process_lines_dropped, 100u);
+  EXPECT_EQ(a.warnings.size(), kMaxWarnGroups);
+  EXPECT_EQ(a.warn_groups_dropped, kMaxProcesses - kMaxWarnGroups);
+  auto ps = diagnose(a, {});
+  std::string line = nccl_summary_line(a, ps);
+  EXPECT_NE(line.find("caps hit: 65536 processes kept, 100 lines of others not read"), std::string::npos) << line;
+  EXPECT_NE(line.find("200 WARN texts kept"), std::string::npos) << line;
+  EXPECT_NE(format_nccl_report(a, ps).find("100 lines of processes beyond the first 65536"), std::string::npos);
+  EXPECT_EQ(nccl_report_json(a, ps)["process_lines_dropped"], 100);
 }

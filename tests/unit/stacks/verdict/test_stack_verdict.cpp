@@ -296,6 +296,14 @@ TEST(StepReports, ReadsEveryNodesReportAndSkipsLinks) {
   // Someone else's reports are not the job's: nothing read, only the refusals said.
   EXPECT_EQ(read_step_reports(dir, ::getuid() + 1).nodes, 0);
   EXPECT_EQ(hang_step_verdict(dir + "/missing", ::getuid()), "");
+  // srun's way (adversary2 B1): the dir opened once, every reader relative to that fd,
+  // in turn; the fd stays open and each reader sees the whole dir.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dfd, 0);
+  EXPECT_EQ(read_step_reports(dfd, ::getuid()).nodes, 3);
+  EXPECT_EQ(hang_step_verdict(dfd, dir, ::getuid()), verdict);
+  EXPECT_EQ(read_step_reports(dfd, ::getuid()).nodes, 3);
+  ::close(dfd);
   std::system(("rm -rf " + dir).c_str());
 }
 
