@@ -115,7 +115,8 @@ def from_fixtures(seeds, root):
 
 
 def from_unit_tests(seeds, source):
-    for path in glob.glob(os.path.join(source, "tests/unit/*.cpp")):
+    # tests/unit mirrors the source tree (one folder per room): every level.
+    for path in glob.glob(os.path.join(source, "tests/unit/**/*.cpp"), recursive=True):
         text = open(path, encoding="utf-8", errors="replace").read()
         for call, target in CALLS.items():
             for m in re.finditer(re.escape(call) + r"\(\s*" + LITERAL, text):
