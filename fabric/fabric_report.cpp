@@ -1,6 +1,7 @@
 #include "fabric/fabric_report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -185,8 +186,20 @@ std::string rdma_text(const RdmaSummary* r) {
 }  // namespace
 
 std::string drain_command(const std::vector<std::string>& nodes) {
+  // A node's name comes from its task's hello (the user's processes): an admin may paste
+  // this line into a shell, so it carries only names a host could have.
+  const auto shell_safe = [](const std::string& n) {
+    return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](unsigned char c) {
+      return std::isalnum(c) || c == '-' || c == '_' || c == '.';
+    });
+  };
   std::string list;
-  for (const auto& n : nodes) list += (list.empty() ? "" : ",") + n;
+  for (const auto& n : nodes) {
+    if (!shell_safe(n))
+      return "to drain (an admin, after a look): a node whose name is not a host name (see fabric.json): "
+             "drain it by hand with scontrol";
+    list += (list.empty() ? "" : ",") + n;
+  }
   return "to drain (an admin, after a look): scontrol update NodeName=" + list +
          " State=DRAIN Reason=\"gpudiag fabric: slow with every partner\"";
 }

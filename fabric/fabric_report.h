@@ -50,7 +50,7 @@ struct RdmaSummary {
 std::vector<Finding> rdma_findings(const std::vector<NodeEntry>& nodes, const RdmaSummary& r);
 
 // The admin's command for the nodes slow with every partner ("to drain (...): scontrol
-// update NodeName=n3 State=DRAIN Reason=...").
+// update NodeName=n3 State=DRAIN Reason=..."); only host-name characters ever reach it.
 std::string drain_command(const std::vector<std::string>& nodes);
 
 struct FabricVerdict {

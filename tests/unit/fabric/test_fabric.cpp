@@ -159,6 +159,15 @@ TEST(FabricVerdict, ReportLinesNameTheNodeAndStayWithinFive) {
   EXPECT_EQ(v.lines.back(), "gpudiag: fabric: to drain (an admin, after a look): scontrol update NodeName=n3 "
                             "State=DRAIN Reason=\"gpudiag fabric: slow with every partner\"");
   for (const auto& l : v.lines) EXPECT_EQ(l.rfind("gpudiag: fabric: ", 0), 0u);
+  // A name from a task's hello is the user's: one a shell would read as more than a name
+  // never reaches the line an admin may paste (second adversary review).
+  EXPECT_NE(drain_command({"n3", "gpu-017.rack_2"}).find("NodeName=n3,gpu-017.rack_2 State=DRAIN"), std::string::npos)
+      << drain_command({"n3", "gpu-017.rack_2"});
+  for (const char* bad : {"n3;reboot", "$(id)", "n3 n4", "`x`", "a|b", ""}) {
+    const std::string line = drain_command({"n1", bad});
+    EXPECT_EQ(line.find("scontrol update"), std::string::npos) << line;
+    EXPECT_NE(line.find("drain it by hand"), std::string::npos) << line;
+  }
   EXPECT_TRUE(fabric_verdict(findings, false, j, 3, "").start);  // fabric.action: warn
   // fabric.json holds every test, each pair's figures, and the node to drain.
   FabricReport rep;
