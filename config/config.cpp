@@ -8,7 +8,7 @@
 
 #include <algorithm>
 #include <charconv>
-#include <sstream>
+#include <cstdio>
 #include <type_traits>
 #include <functional>
 #include <initializer_list>
@@ -36,11 +36,17 @@ class Reader {
     if (!n.IsMap()) fail(n, "'" + key + "' must be a mapping of keys to values");
   }
 
+  // As an ostream prints it (%g for numbers), without the locale machinery a first
+  // ostringstream sets up: the key tables call this at every plugin start (issue 34).
   template <class T>
   static std::string fmt_num(T v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
+    if constexpr (std::is_integral_v<T>) {
+      return std::to_string(v);
+    } else {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+      return buf;
+    }
   }
 
   std::string scalar(const ConfigNode& n, const std::string& key) const {
