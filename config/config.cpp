@@ -1,22 +1,15 @@
 #include "config/config.h"
 
 #include "config/check_names.h"
+#include "config/config_tree.h"
 #include "util/control_bytes.h"
 #include "util/duration.h"
 #include "util/text_lists.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <sstream>
+#include <cstdio>
 #include <type_traits>
-#include <fstream>
 #include <functional>
 #include <initializer_list>
 #include <stdexcept>
@@ -33,31 +26,37 @@ class Reader {
  public:
   explicit Reader(std::string source) : source_(std::move(source)) {}
 
-  [[noreturn]] void fail(const YAML::Node& at, const std::string& msg) const {
+  [[noreturn]] void fail(const ConfigNode& at, const std::string& msg) const {
     std::string where = source_;
-    if (at.IsDefined() && at.Mark().line >= 0) where += ":" + std::to_string(at.Mark().line + 1);
+    if (at.IsDefined() && at.line() >= 0) where += ":" + std::to_string(at.line() + 1);
     throw ConfigError("gpudiag: " + where + ": " + msg);
   }
 
-  void require_map(const YAML::Node& n, const std::string& key) const {
+  void require_map(const ConfigNode& n, const std::string& key) const {
     if (!n.IsMap()) fail(n, "'" + key + "' must be a mapping of keys to values");
   }
 
+  // As an ostream prints it (%g for numbers), without the locale machinery a first
+  // ostringstream sets up: the key tables call this at every plugin start (issue 34).
   template <class T>
   static std::string fmt_num(T v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
+    if constexpr (std::is_integral_v<T>) {
+      return std::to_string(v);
+    } else {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+      return buf;
+    }
   }
 
-  std::string scalar(const YAML::Node& n, const std::string& key) const {
+  std::string scalar(const ConfigNode& n, const std::string& key) const {
     if (!n.IsScalar()) fail(n, "'" + key + "' must be a single value");
     return n.Scalar();
   }
 
   // A whole number (int) or any number (double) within [lo, hi].
   template <class T>
-  T numeric(const YAML::Node& n, const std::string& key, T lo, T hi) const {
+  T numeric(const ConfigNode& n, const std::string& key, T lo, T hi) const {
     std::string s = scalar(n, key);
     T v{};
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -68,44 +67,44 @@ class Reader {
     return v;
   }
 
-  bool boolean(const YAML::Node& n, const std::string& key) const {
+  bool boolean(const ConfigNode& n, const std::string& key) const {
     std::string s = scalar(n, key);
     if (s == "true" || s == "yes" || s == "on") return true;
     if (s == "false" || s == "no" || s == "off") return false;
     fail(n, "'" + key + "' must be true or false, not '" + s + "'");
   }
 
-  std::string one_of(const YAML::Node& n, const std::string& key, const std::vector<std::string>& choices) const {
+  std::string one_of(const ConfigNode& n, const std::string& key, const std::vector<std::string>& choices) const {
     std::string s = scalar(n, key);
     if (std::find(choices.begin(), choices.end(), s) == choices.end())
       fail(n, "'" + key + "' is '" + s + "' (expected one of: " + join(choices) + ")");
     return s;
   }
 
-  std::vector<std::string> list(const YAML::Node& n, const std::string& key,
+  std::vector<std::string> list(const ConfigNode& n, const std::string& key,
                                 const std::vector<std::string>* choices = nullptr) const {
     if (!n.IsSequence()) fail(n, "'" + key + "' must be a list, e.g. [a, b]");
     std::vector<std::string> out;
-    for (const auto& item : n)
+    for (const auto& item : n.items())
       out.push_back(choices ? one_of(item, key, *choices) : scalar(item, key));
     return out;
   }
 
   // A duration ("90", "90s", "10m", "1h") in whole seconds, 0 meaning off.
-  int seconds(const YAML::Node& n, const std::string& key) const {
+  int seconds(const ConfigNode& n, const std::string& key) const {
     std::string s = scalar(n, key);
     auto v = parse_duration(s);
     if (!v || *v > 1e7) fail(n, "'" + key + "' must be a duration such as 90s, 10m or 1h, not '" + s + "'");
     return static_cast<int>(*v + 0.5);
   }
 
-  std::string absolute_path(const YAML::Node& n, const std::string& key) const {
+  std::string absolute_path(const ConfigNode& n, const std::string& key) const {
     std::string s = scalar(n, key);
     if (s.empty() || s[0] != '/') fail(n, "'" + key + "' must be an absolute path");
     return s;
   }
 
-  Policy policy(const YAML::Node& n, const std::string& key) const {
+  Policy policy(const ConfigNode& n, const std::string& key) const {
     std::string s = one_of(n, key, {"critical", "warning", "ignore"});
     return s == "critical" ? Policy::critical : s == "warning" ? Policy::warning : Policy::ignore;
   }
@@ -125,7 +124,7 @@ struct KeyDoc {
 };
 
 template <class S>
-using ReadFn = std::function<void(const Reader&, const YAML::Node& value, const std::string& key, S&)>;
+using ReadFn = std::function<void(const Reader&, const ConfigNode& value, const std::string& key, S&)>;
 
 template <class S>
 struct Key {
@@ -136,22 +135,22 @@ struct Key {
 
 template <class S>
 struct Section {
-  Section(std::vector<Key<S>> k, std::function<void(const Reader&, const YAML::Node&, S&)> c = {})
+  Section(std::vector<Key<S>> k, std::function<void(const Reader&, const ConfigNode&, S&)> c = {})
       : keys(std::move(k)), check(std::move(c)) {
     for (const auto& key : keys) docs.push_back(key.doc);
   }
   std::vector<Key<S>> keys;  // in file order: the unknown-key message lists them so
   // Rules between keys, once each was read.
-  std::function<void(const Reader&, const YAML::Node&, S&)> check;
+  std::function<void(const Reader&, const ConfigNode&, S&)> check;
   std::vector<KeyDoc> docs;
 };
 
 // `label` names the mapping in messages ("plugin.hang"); `prefix` goes before each key.
 template <class S>
-void read_section(const Reader& r, const YAML::Node& n, const std::string& label, const std::string& prefix,
+void read_section(const Reader& r, const ConfigNode& n, const std::string& label, const std::string& prefix,
                   const Section<S>& sec, S& out) {
   r.require_map(n, label);
-  for (const auto& kv : n) {
+  for (const auto& kv : n.entries()) {
     const std::string key = kv.first.Scalar();
     const bool known = std::any_of(sec.docs.begin(), sec.docs.end(), [&](const KeyDoc& d) { return d.name == key; });
     if (!known) {
@@ -193,7 +192,7 @@ Key<S> after_check(Key<S> k) {
 template <class S, class M, class T = typename Plain<M>::type>
 Key<S> number(const char* name, M S::*m, T lo, T hi, const char* help) {
   return custom<S>(name, std::string(std::is_integral_v<T> ? "whole number, " : "number, ") + range_text(lo, hi), help,
-                   [=](const Reader& r, const YAML::Node& n, const std::string& key, S& s) {
+                   [=](const Reader& r, const ConfigNode& n, const std::string& key, S& s) {
                      s.*m = r.numeric(n, key, lo, hi);
                    });
 }
@@ -201,14 +200,14 @@ Key<S> number(const char* name, M S::*m, T lo, T hi, const char* help) {
 template <class S>
 Key<S> flag(const char* name, bool S::*m, const char* help) {
   return custom<S>(name, "true or false", help,
-                   [=](const Reader& r, const YAML::Node& n, const std::string& key, S& s) { s.*m = r.boolean(n, key); });
+                   [=](const Reader& r, const ConfigNode& n, const std::string& key, S& s) { s.*m = r.boolean(n, key); });
 }
 
 template <class S, class M>
 Key<S> choice(const char* name, M S::*m, std::vector<std::string> choices, const char* help) {
   std::string type = "one of: " + join(choices);
   return custom<S>(name, std::move(type), help,
-                   [=](const Reader& r, const YAML::Node& n, const std::string& key, S& s) {
+                   [=](const Reader& r, const ConfigNode& n, const std::string& key, S& s) {
                      s.*m = r.one_of(n, key, choices);
                    });
 }
@@ -216,12 +215,12 @@ Key<S> choice(const char* name, M S::*m, std::vector<std::string> choices, const
 template <class S>
 Key<S> policy(const char* name, Policy S::*m, const char* help) {
   return custom<S>(name, "one of: critical, warning, ignore", help,
-                   [=](const Reader& r, const YAML::Node& n, const std::string& key, S& s) { s.*m = r.policy(n, key); });
+                   [=](const Reader& r, const ConfigNode& n, const std::string& key, S& s) { s.*m = r.policy(n, key); });
 }
 
 template <class S>
 Key<S> path(const char* name, std::string S::*m, const char* help) {
-  return custom<S>(name, "absolute path", help, [=](const Reader& r, const YAML::Node& n, const std::string& key, S& s) {
+  return custom<S>(name, "absolute path", help, [=](const Reader& r, const ConfigNode& n, const std::string& key, S& s) {
     s.*m = r.absolute_path(n, key);
   });
 }
@@ -229,19 +228,19 @@ Key<S> path(const char* name, std::string S::*m, const char* help) {
 template <class S>
 Key<S> text(const char* name, std::string S::*m, const char* help) {
   return custom<S>(name, "text", help,
-                   [=](const Reader& r, const YAML::Node& n, const std::string& key, S& s) { s.*m = r.scalar(n, key); });
+                   [=](const Reader& r, const ConfigNode& n, const std::string& key, S& s) { s.*m = r.scalar(n, key); });
 }
 
 template <class S, class M>
 Key<S> duration(const char* name, M S::*m, const char* help) {
   return custom<S>(name, "duration such as 90s, 10m or 1h (0: off)", help,
-                   [=](const Reader& r, const YAML::Node& n, const std::string& key, S& s) { s.*m = r.seconds(n, key); });
+                   [=](const Reader& r, const ConfigNode& n, const std::string& key, S& s) { s.*m = r.seconds(n, key); });
 }
 
 template <class S>
 Key<S> patterns(const char* name, std::vector<std::string> S::*m, const char* help) {
   return custom<S>(name, "list of names or fnmatch patterns", help,
-                   [=](const Reader& r, const YAML::Node& n, const std::string& key, S& s) { s.*m = r.list(n, key); });
+                   [=](const Reader& r, const ConfigNode& n, const std::string& key, S& s) { s.*m = r.list(n, key); });
 }
 
 // 1G, 256M: how the docs write a size range.
@@ -253,7 +252,7 @@ std::string size_text(unsigned long long v) {
 }
 
 // A byte size such as 1G or 256M within [lo, hi].
-unsigned long long read_size(const Reader& r, const YAML::Node& n, const std::string& key, unsigned long long lo,
+unsigned long long read_size(const Reader& r, const ConfigNode& n, const std::string& key, unsigned long long lo,
                              unsigned long long hi) {
   auto v = parse_size(r.scalar(n, key));
   if (!v) r.fail(n, "'" + key + "' must be a size such as 1G or 256M");
@@ -265,7 +264,7 @@ template <class S>
 Key<S> size(const char* name, unsigned long long S::*m, unsigned long long lo, unsigned long long hi,
             const char* help) {
   return custom<S>(name, "size such as 256M or 1G, " + size_text(lo) + " to " + size_text(hi), help,
-                   [=](const Reader& r, const YAML::Node& n, const std::string& key, S& s) {
+                   [=](const Reader& r, const ConfigNode& n, const std::string& key, S& s) {
                      s.*m = read_size(r, n, key, lo, hi);
                    });
 }
@@ -273,7 +272,7 @@ Key<S> size(const char* name, unsigned long long S::*m, unsigned long long lo, u
 // A mapping of its own keys.
 template <class S, class C>
 Key<S> mapping(const char* name, C S::*m, const Section<C>& sec, const char* help) {
-  Key<S> k = custom<S>(name, "mapping", help, [=, &sec](const Reader& r, const YAML::Node& n, const std::string& key, S& s) {
+  Key<S> k = custom<S>(name, "mapping", help, [=, &sec](const Reader& r, const ConfigNode& n, const std::string& key, S& s) {
     read_section(r, n, key, key + ".", sec, s.*m);
   });
   k.doc.children = &sec.docs;
@@ -284,11 +283,11 @@ Key<S> mapping(const char* name, C S::*m, const Section<C>& sec, const char* hel
 template <class S, class E>
 Key<S> rules(const char* name, std::vector<E> S::*m, const Section<E>& sec, std::string not_a_list, const char* help) {
   Key<S> k = custom<S>(name, "list of mappings", help,
-                       [=, &sec](const Reader& r, const YAML::Node& n, const std::string& key, S& s) {
+                       [=, &sec](const Reader& r, const ConfigNode& n, const std::string& key, S& s) {
                          if (!n.IsSequence()) r.fail(n, "'" + key + "' must be " + not_a_list);
-                         for (const auto& item : n) {
+                         for (const auto& item : n.items()) {
                            E e;
-                           e.line = item.Mark().line + 1;
+                           e.line = item.line() + 1;
                            read_section(r, item, key + "[]", key + "[].", sec, e);
                            (s.*m).push_back(e);
                          }
@@ -299,7 +298,7 @@ Key<S> rules(const char* name, std::vector<E> S::*m, const Section<E>& sec, std:
 }
 
 // `off`, or a whole number within [lo, hi] with an optional unit suffix ("10%").
-std::optional<int> cap_or_off(const Reader& r, const YAML::Node& n, const std::string& key, int lo, int hi,
+std::optional<int> cap_or_off(const Reader& r, const ConfigNode& n, const std::string& key, int lo, int hi,
                               std::string_view suffix) {
   std::string s = r.scalar(n, key);
   if (s == "off") return std::nullopt;
@@ -318,16 +317,16 @@ const Section<D>& drain_keys() {
   static const Section<D> kKeys({
       custom<D>("max_nodes", "off or a whole number, 1 to 1000000",
                 "nodes gpudiag may have drained in the whole cluster at once, this one included",
-                [](const Reader& r, const YAML::Node& n, const std::string& key, D& d) {
+                [](const Reader& r, const ConfigNode& n, const std::string& key, D& d) {
                   d.max_nodes = cap_or_off(r, n, key, 1, 1000000, "");
                 }),
       custom<D>("max_share", "off or a per cent, 1% to 100%",
                 "the share of each partition this node is in that gpudiag may have drained (rounded up)",
-                [](const Reader& r, const YAML::Node& n, const std::string& key, D& d) {
+                [](const Reader& r, const ConfigNode& n, const std::string& key, D& d) {
                   d.max_share_pct = cap_or_off(r, n, key, 1, 100, "%");
                 }),
       custom<D>("jitter", "duration, 0 to 30s", "a random wait before counting, so that nodes reach slurmctld apart",
-                [](const Reader& r, const YAML::Node& n, const std::string& key, D& d) {
+                [](const Reader& r, const ConfigNode& n, const std::string& key, D& d) {
                   std::string s = r.scalar(n, key);
                   auto v = parse_duration(s);
                   if (!v || *v > 30)
@@ -342,12 +341,12 @@ using H = HealthSettings;
 const Section<H>& health_keys() {
   static const Section<H> kKeys({
       custom<H>("checks", "list of check names: " + known_checks_text(), "the checks a run without --checks runs",
-                [](const Reader& r, const YAML::Node& n, const std::string& key, H& h) {
+                [](const Reader& r, const ConfigNode& n, const std::string& key, H& h) {
                   h.checks = r.list(n, key, &known_checks());
                 }),
       number("timeout", &H::timeout_s, 1.0, 3600.0, "seconds for all checks together"),
       custom<H>("drain_prefix", "text, 1 to 32 characters", "what a drain reason by gpudiag starts with",
-                [](const Reader& r, const YAML::Node& n, const std::string& key, H& h) {
+                [](const Reader& r, const ConfigNode& n, const std::string& key, H& h) {
                   h.drain_prefix = r.scalar(n, key);
                   if (h.drain_prefix.empty() || h.drain_prefix.size() > 32)
                     r.fail(n, "'" + key + "' must be 1 to 32 characters");
@@ -379,13 +378,13 @@ const Section<RoleRule>& role_rule_keys() {
           number("port", &RoleRule::port, 1, 255, "only this port of the device"),
           after_check(custom<RoleRule>(
               "role", "one of: " + join(port_role_names()), "what the matching ports are for",
-              [](const Reader& r, const YAML::Node& n, const std::string& key, RoleRule& rule) {
+              [](const Reader& r, const ConfigNode& n, const std::string& key, RoleRule& rule) {
                 const std::string role = r.one_of(n, key, port_role_names());
                 for (PortRole p : {PortRole::fabric, PortRole::storage, PortRole::frontend, PortRole::unused})
                   if (role_name(p) == role) rule.role = p;
               })),
       },
-      [](const Reader& r, const YAML::Node& item, RoleRule& rule) {
+      [](const Reader& r, const ConfigNode& item, RoleRule& rule) {
         if (rule.hca.empty() && rule.netdev.empty()) r.fail(item, "an 'ib.roles' entry needs hca or netdev (a pattern)");
         if (!item["role"]) r.fail(item, "an 'ib.roles' entry needs a role (" + join(port_role_names()) + ")");
       });
@@ -418,7 +417,7 @@ const Section<IommuSettings>& iommu_keys() {
   static const std::vector<std::string> kModes = {"off", "passthrough", "translated"};
   static const Section<IommuSettings> kKeys({
       custom<IommuSettings>("allow", "list of: " + join(kModes), "the IOMMU modes that are fine",
-                            [](const Reader& r, const YAML::Node& n, const std::string& key, IommuSettings& i) {
+                            [](const Reader& r, const ConfigNode& n, const std::string& key, IommuSettings& i) {
                               i.allow = r.list(n, key, &kModes);
                             }),
       policy("policy", &IommuSettings::policy, "what any other IOMMU mode is"),
@@ -442,7 +441,7 @@ const Section<G>& gpu_keys() {
       text("model", &G::model, "fnmatch pattern on the GPU's name, e.g. *H100*"),
       path("probe", &G::probe, "gpudiag-gpu-probe (default: next to gpudiag-health's libexec)"),
       custom<G>("probe_timeout", "duration such as 40s, at least 1s", "seconds one probe run may take",
-                [](const Reader& r, const YAML::Node& n, const std::string& key, G& g) {
+                [](const Reader& r, const ConfigNode& n, const std::string& key, G& g) {
                   g.probe_timeout_s = r.seconds(n, key);
                   if (g.probe_timeout_s < 1) r.fail(n, "'" + key + "' must be at least 1s");
                 }),
@@ -474,7 +473,7 @@ const Section<BandwidthRule>& bandwidth_rule_keys() {
           number("busbw", &BandwidthRule::busbw_gbps, 0.0, 100000.0, "the lowest bus bandwidth (GB/s)"),
           number("algbw", &BandwidthRule::algbw_gbps, 0.0, 100000.0, "the lowest algorithm bandwidth (GB/s)"),
       },
-      [](const Reader& r, const YAML::Node& item, BandwidthRule& rule) {
+      [](const Reader& r, const ConfigNode& item, BandwidthRule& rule) {
         if (!rule.busbw_gbps && !rule.algbw_gbps) r.fail(item, "a 'nccl.min_bandwidth' entry needs busbw or algbw (GB/s)");
       });
   return kKeys;
@@ -524,7 +523,7 @@ const Section<PF>& preflight_keys() {
       flag("enabled", &PF::enabled, "run the preflight before every step (else only with --diag=preflight)"),
       path("shm_path", &PF::shm_path, "the shared-memory mount NCCL uses"),
       custom<PF>("shm_min", "size such as 1G or 512M", "the least free space shm_path must have",
-                 [](const Reader& r, const YAML::Node& n, const std::string& key, PF& p) {
+                 [](const Reader& r, const ConfigNode& n, const std::string& key, PF& p) {
                    auto bytes = parse_size(r.scalar(n, key));
                    if (!bytes) r.fail(n, "'" + key + "' must be a size such as 1G or 512M");
                    p.shm_min_bytes = *bytes;
@@ -541,7 +540,7 @@ const Section<P>& plugin_keys() {
       flag("torch_env", &P::torch_env, "set MASTER_ADDR/PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE"),
       flag("torchrun_env", &P::torchrun_env, "set torchrun's PET_* variables"),
       custom<P>("master_port_range", "[first, last], whole numbers 1024 to 65535", "where MASTER_PORT is chosen",
-                [](const Reader& r, const YAML::Node& range, const std::string& key, P& p) {
+                [](const Reader& r, const ConfigNode& range, const std::string& key, P& p) {
                   if (!range.IsSequence() || range.size() != 2)
                     r.fail(range, "'" + key + "' must be [first, last], e.g. [61000, 65535]");
                   p.master_port_first = r.numeric(range[0], key, 1024, 65535);
@@ -550,9 +549,9 @@ const Section<P>& plugin_keys() {
                 }),
       number("nproc_per_node", &P::nproc_per_node, 0, 1024, "PET_NPROC_PER_NODE (0: the GPUs the task sees)"),
       custom<P>("nccl_env", "mapping of NCCL_* names to values", "site NCCL defaults (NCCL_IB_HCA: auto for this node's HCAs)",
-                [](const Reader& r, const YAML::Node& env, const std::string& key, P& p) {
+                [](const Reader& r, const ConfigNode& env, const std::string& key, P& p) {
                   r.require_map(env, key);
-                  for (const auto& kv : env) {
+                  for (const auto& kv : env.entries()) {
                     std::string name = kv.first.Scalar();
                     if (name.rfind("NCCL_", 0) != 0)
                       r.fail(kv.first, "'" + key + "." + name + "': only NCCL_* variables belong here");
@@ -563,7 +562,7 @@ const Section<P>& plugin_keys() {
                 }),
       choice("prefix", &P::prefix, {"auto", "always", "never"}, "the [host:rank] output prefix (auto: steps of more than one task)"),
       custom<P>("prefix_format", "text up to 128 characters with {host}, {rank}, {local_rank}", "the output prefix",
-                [](const Reader& r, const YAML::Node& f, const std::string& key, P& p) {
+                [](const Reader& r, const ConfigNode& f, const std::string& key, P& p) {
                   std::string format = r.scalar(f, key);
                   if (format.size() > 128) r.fail(f, "'" + key + "' is longer than 128 characters");
                   if (!is_one_printable_line(format)) r.fail(f, "'" + key + "' holds control characters");
@@ -576,9 +575,9 @@ const Section<P>& plugin_keys() {
              "which of the first node's names MASTER_ADDR is"),
       custom<P>("diag_dir_trusted_groups", "list of group names",
                 "groups trusted with each other's diag dirs: an ancestor they may write need not be sticky",
-                [](const Reader& r, const YAML::Node& g, const std::string& key, P& p) {
+                [](const Reader& r, const ConfigNode& g, const std::string& key, P& p) {
                   if (!g.IsSequence()) r.fail(g, "'" + key + "' must be a list of group names, e.g. [proj-ml]");
-                  for (const auto& item : g) {
+                  for (const auto& item : g.items()) {
                     std::string name = r.scalar(item, key);
                     if (name.empty() || !is_one_printable_line(name) || name.find_first_of(" :,") != std::string::npos)
                       r.fail(item, "'" + key + "' holds '" + escape_control(name) + "', which is not a group name");
@@ -591,9 +590,9 @@ const Section<P>& plugin_keys() {
 
 // xid.critical and xid.ignore: lists of Xid numbers.
 ReadFn<XidSettings> xid_list(std::vector<int> XidSettings::*m) {
-  return [=](const Reader& r, const YAML::Node& n, const std::string& key, XidSettings& x) {
+  return [=](const Reader& r, const ConfigNode& n, const std::string& key, XidSettings& x) {
     if (!n.IsSequence()) r.fail(n, "'" + key + "' must be a list of Xid numbers, e.g. [13, 43]");
-    for (const auto& item : n) (x.*m).push_back(r.numeric(item, key, 0, 9999));
+    for (const auto& item : n.items()) (x.*m).push_back(r.numeric(item, key, 0, 9999));
   };
 }
 
@@ -605,7 +604,7 @@ const Section<XidSettings>& xid_keys() {
           custom<XidSettings>("ignore", "list of Xid numbers, 0 to 9999", "Xids that are only noted",
                               xid_list(&XidSettings::ignore)),
       },
-      [](const Reader& r, const YAML::Node& n, XidSettings& x) {
+      [](const Reader& r, const ConfigNode& n, XidSettings& x) {
         for (int v : x.critical)
           if (std::find(x.ignore.begin(), x.ignore.end(), v) != x.ignore.end())
             r.fail(n, "Xid " + std::to_string(v) + " is in both 'xid.critical' and 'xid.ignore'");
@@ -624,9 +623,9 @@ const Section<IbCounterSettings>& ibcounter_keys() {
       custom<IbCounterSettings>(
           "max_growth", "mapping of counter names (" + join(ib_counter_names()) + ") to whole numbers",
           "how much each error counter may grow between two runs",
-          [](const Reader& r, const YAML::Node& g, const std::string& key, IbCounterSettings& c) {
+          [](const Reader& r, const ConfigNode& g, const std::string& key, IbCounterSettings& c) {
             r.require_map(g, key);
-            for (const auto& kv : g) {
+            for (const auto& kv : g.entries()) {
               const std::string name = kv.first.Scalar();
               auto it = std::find_if(c.max_growth.begin(), c.max_growth.end(), [&](const auto& e) { return e.first == name; });
               if (it == c.max_growth.end())
@@ -762,60 +761,19 @@ const std::vector<ConfigKey>& config_keys() {
   return kKeys;
 }
 
-Result<Config> parse_config(std::string_view yaml_text, const std::string& source) {
+Result<Config> read_config(const ConfigNode& root, const std::string& source) {
   Config cfg;
   cfg.source = source;
   Reader r(source);
   try {
-    YAML::Node root = YAML::Load(std::string(yaml_text));
-    if (root.IsNull()) return cfg;  // an empty file: all defaults
+    if (!root.IsDefined() || root.IsNull()) return cfg;  // an empty file: all defaults
     read_section(r, root, "the top level", "", top_level(), cfg);
   } catch (const ConfigError& e) {
     return Result<Config>::failure(e.what());
-  } catch (const YAML::Exception& e) {
-    std::string where = source;
-    if (e.mark.line >= 0) where += ":" + std::to_string(e.mark.line + 1);
-    return Result<Config>::failure("gpudiag: " + where + ": not valid YAML: " + e.msg);
   } catch (const std::exception& e) {
     return Result<Config>::failure("gpudiag: " + source + ": " + e.what());
   }
   return cfg;
-}
-
-Result<Config> load_config_file(const std::string& path) {
-  // Say which of missing, unreadable (a root-only file read by srun as the user) or
-  // not a file it is: each has a different fix. O_NONBLOCK: a FIFO must not hang srun.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    const int err = errno;
-    return Result<Config>::failure("gpudiag: cannot read config " + path + ": " + std::strerror(err));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Result<Config>::failure("gpudiag: cannot read config " + path + ": not a regular file");
-  }
-  // A config is a few KiB; refuse something that is obviously not one.
-  constexpr std::size_t kMaxConfig = 1 << 20;
-  std::string buf;
-  char chunk[65536];
-  for (;;) {
-    ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return Result<Config>::failure("gpudiag: cannot read config " + path + ": " + std::strerror(err));
-    }
-    if (n == 0) break;
-    buf.append(chunk, static_cast<std::size_t>(n));
-    if (buf.size() > kMaxConfig) {
-      ::close(fd);
-      return Result<Config>::failure("gpudiag: " + path + ": larger than 1 MiB, not a config");
-    }
-  }
-  ::close(fd);
-  return parse_config(buf, path);
 }
 
 }  // namespace gpudiag

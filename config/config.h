@@ -270,10 +270,10 @@ struct ConfigKey {
 // Every key, each section followed by its keys, in the order of the unknown-key messages.
 const std::vector<ConfigKey>& config_keys();
 
-// Parses YAML text; `source` names it in error messages.
-Result<Config> parse_config(std::string_view yaml_text, const std::string& source);
-// Reads and parses a file. Errors start with "gpudiag: " and name file:line; the
-// caller adds how to point at another file, which differs between its tools.
-Result<Config> load_config_file(const std::string& path);
+class ConfigNode;
+// The config from its document (config_tree.h); `source` names it in error messages.
+// Errors start with "gpudiag: " and name file:line. From text or a file:
+// config/config_file.h (yaml-cpp); the plugin's cache: spank/slurm/plugin_config.h.
+Result<Config> read_config(const ConfigNode& root, const std::string& source);
 
 }  // namespace gpudiag

@@ -2,6 +2,7 @@
 // error that starts with "gpudiag:"; never an exception, never a crash.
 #include "fuzz/fuzz_input.h"
 #include "config/config.h"
+#include "config/config_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto text = gpudiag::fuzz::as_text(data, size);

@@ -11,6 +11,7 @@
 
 #include "fuzz/fuzz_input.h"
 #include "config/config.h"
+#include "config/config_file.h"
 #include "spank/plan/env_writer.h"
 #include "spank/plan/step_plan.h"
 #include "spank/plan/visible_gpus.h"

@@ -22,6 +22,7 @@
 #include "healthcheck/drain/slurm_action.h"
 #include "healthcheck/drain/slurm_node.h"
 #include "config/config.h"
+#include "config/config_file.h"
 #include "util/control_bytes.h"
 #include "util/private_file.h"
 #include "util/text_lists.h"

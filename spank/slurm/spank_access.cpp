@@ -37,23 +37,6 @@ std::string current_dir() {
   return ::getcwd(cwd, sizeof cwd) ? cwd : "";
 }
 
-Result<Config> load_plugin_config(int ac, char** av) {
-  std::vector<std::string> args(av, av + ac);
-  auto parsed = parse_plugin_args(args);
-  if (!parsed) return Result<Config>::failure(parsed.error());
-  std::string path = parsed->config_given ? parsed->config : kDefaultConfigPath;
-  struct stat st;
-  if (!parsed->config_given && ::stat(path.c_str(), &st) != 0) return Config{};
-  auto cfg = load_config_file(path);
-  if (!cfg && ::access(path.c_str(), R_OK) != 0) {
-    // srun reads it as the user, slurmstepd as root: a root-only file fails only in srun.
-    const char* fix = errno == EACCES ? " (srun reads it as the user: make it readable by all users)"
-                                      : " (fix config= on the gpudiag.so line in plugstack.conf)";
-    return Result<Config>::failure(cfg.error() + fix);
-  }
-  return cfg;
-}
-
 namespace {
 
 std::string g_diag_help;

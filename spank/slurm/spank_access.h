@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "spank/slurm/plugin_config.h"
 #include "spank/plan/env_writer.h"
 #include "util/result.h"
 
@@ -28,9 +29,6 @@ bool item(spank_t sp, spank_item_t what, T& out) {
 }
 
 std::string current_dir();
-
-// Loads the config named by the plugstack arguments. Errors are messages.
-Result<Config> load_plugin_config(int ac, char** av);
 
 // --diag's callback, routed by context (dispatch.cpp).
 int diag_option_cb(int val, const char* optarg, int remote);

@@ -15,6 +15,12 @@ PLUGIN = os.path.join(BUILD, "spank", "gpudiag.so")
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
 
 
+def plugstack_line(plugin, config, tmp):
+    """gpudiag.so's plugstack line for a test cluster: its config cache in the test's own
+    dir (removed with it), not the node's /run/gpudiag."""
+    return f"required {plugin} config={config} config_cache={os.path.join(tmp, 'config-cache')}\n"
+
+
 class PluginClusterTest(unittest.TestCase):
     cluster_options = {}  # more SlurmCluster arguments, e.g. node_name
     extra_conf = ()  # more slurm.conf lines, after the plugstack's
@@ -28,7 +34,7 @@ class PluginClusterTest(unittest.TestCase):
         shutil.copy(os.path.join(SOURCE, "etc", "gpudiag.yaml"), cls.config)
         plugstack = os.path.join(cls.tmp, "plugstack.conf")
         with open(plugstack, "w") as f:
-            f.write(f"required {PLUGIN} config={cls.config}\n")
+            f.write(plugstack_line(PLUGIN, cls.config, cls.tmp))
         cls.cluster = SlurmCluster(extra_conf=[f"PlugStackConfig={plugstack}", *cls.extra_conf], **cls.cluster_options)
         cls.cluster.__enter__()
 

@@ -18,7 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multinode_cluster import MultiNodeCluster, namespaces_usable  # noqa: E402
-from plugin_cluster import BUILD, PLUGIN, PYTHON, SOURCE  # noqa: E402
+from plugin_cluster import BUILD, PLUGIN, PYTHON, SOURCE, plugstack_line  # noqa: E402
 from test_plugin_torch import CLEAN  # noqa: E402
 from throwaway_users import ThrowawayUsers  # noqa: E402
 
@@ -54,7 +54,7 @@ class MultiNodeFabric(unittest.TestCase):
         shutil.copy(cls.config, cls.n3_config)
         plugstack = os.path.join(cls.tmp, "plugstack.conf")
         with open(plugstack, "w") as f:
-            f.write(f"required {PLUGIN} config={cls.config}\n")
+            f.write(plugstack_line(PLUGIN, cls.config, cls.tmp))
         cls.cluster = MultiNodeCluster(nodes=3, extra_conf=[f"PlugStackConfig={plugstack}"],
                                        binds={"n3": [(cls.n3_config, cls.config)]})
         try:

@@ -14,7 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from multinode_cluster import MultiNodeCluster, namespaces_usable  # noqa: E402
-from plugin_cluster import BUILD, PLUGIN, PYTHON, SOURCE  # noqa: E402
+from plugin_cluster import BUILD, PLUGIN, PYTHON, SOURCE, plugstack_line  # noqa: E402
 from tagged import tag_of, untag  # noqa: E402
 from test_plugin_env import json_rows  # noqa: E402
 from test_plugin_failfast import HANG_EXIT, HANG_SLACK  # noqa: E402
@@ -54,7 +54,7 @@ class MultiNodePlugin(unittest.TestCase):
             f.write(text)
         plugstack = os.path.join(cls.tmp, "plugstack.conf")
         with open(plugstack, "w") as f:
-            f.write(f"required {PLUGIN} config={cls.config}\n")
+            f.write(plugstack_line(PLUGIN, cls.config, cls.tmp))
         cls.cluster = MultiNodeCluster(nodes=3, extra_conf=[f"PlugStackConfig={plugstack}"], ib=IB)
         try:
             cls.cluster.__enter__()
@@ -395,7 +395,7 @@ class NodeNamesResolveNowhere(unittest.TestCase):
         os.chmod(cls.tmp, 0o755)
         plugstack = os.path.join(cls.tmp, "plugstack.conf")
         with open(plugstack, "w") as f:
-            f.write(f"required {PLUGIN} config={os.path.join(SOURCE, 'etc', 'gpudiag.yaml')}\n")
+            f.write(plugstack_line(PLUGIN, os.path.join(SOURCE, 'etc', 'gpudiag.yaml'), cls.tmp))
         cls.cluster = MultiNodeCluster(nodes=2, names_resolve=False, extra_conf=[f"PlugStackConfig={plugstack}"])
         try:
             cls.cluster.__enter__()

@@ -3,12 +3,14 @@ nested steps, --diag validation and a broken config."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plugin_cluster import PLUGIN, PYTHON, PluginClusterTest  # noqa: E402
+from plugin_cluster import PLUGIN, PYTHON, PluginClusterTest, plugstack_line  # noqa: E402
 from slurm_cluster import slurm_version  # noqa: E402
 from tagged import strip, tag_of  # noqa: E402
 
@@ -169,7 +171,7 @@ class PluginEnv(PluginClusterTest):
             f.write(good)
         good_stack = os.path.join(self.tmp, "srun-side-plugstack.conf")
         with open(good_stack, "w") as f:
-            f.write(f"required {PLUGIN} config={good_yaml}\n")
+            f.write(plugstack_line(PLUGIN, good_yaml, self.tmp))
         srun_conf = os.path.join(self.tmp, "srun-side-slurm.conf")
         with open(self.cluster.conf) as f:
             conf = re.sub(r"(?m)^PlugStackConfig=.*$", f"PlugStackConfig={good_stack}", f.read())
@@ -209,6 +211,49 @@ class PluginEnv(PluginClusterTest):
             self.assertIn("plugstack.conf", r.stderr)
         finally:
             os.rename(moved, self.config)
+
+    def test_a_settled_config_is_read_from_roots_cache_without_yaml(self):
+        # Issue 34: once root has kept the document of an unchanged config, srun and
+        # slurmstepd read it from the cache and never load yaml-cpp: a gpudiag.so without
+        # its YAML reader beside it still runs steps, until the config changes.
+        cache = os.path.join(self.tmp, "cache-test")
+        alone = os.path.join(self.tmp, "alone")
+        os.makedirs(alone, exist_ok=True)
+        shutil.copy(PLUGIN, os.path.join(alone, "gpudiag.so"))
+        config = os.path.join(self.tmp, "cached.yaml")
+        with open(self.config) as f:
+            text = f.read()
+        with open(config, "w") as f:
+            f.write(text + "\nplugin:\n  prefix: always\n" if "\nplugin:" not in text else text)
+        time.sleep(2.2)  # a file changed within the last 2 s is not cached (config_cache.h)
+        plugstack = os.path.join(self.tmp, "plugstack.conf")
+        with open(plugstack) as f:
+            saved = f.read()
+        try:
+            with open(plugstack, "w") as f:
+                f.write(plugstack_line(PLUGIN, config, self.tmp).replace(os.path.join(self.tmp, "config-cache"), cache))
+            self.cluster.run(["srun", "-n1", "true"], cwd=self.tmp, timeout=60)
+            names = os.listdir(cache)
+            self.assertEqual(len(names), 1, names)
+            st = os.stat(os.path.join(cache, names[0]))
+            self.assertEqual((st.st_uid, st.st_mode & 0o7777), (0, 0o644))
+
+            with open(plugstack, "w") as f:
+                f.write(plugstack_line(os.path.join(alone, "gpudiag.so"), config, self.tmp).replace(
+                    os.path.join(self.tmp, "config-cache"), cache))
+            r = self.cluster.run(["srun", "-n2", PYTHON, "-c", DUMP_ENV], cwd=self.tmp, timeout=60)
+            rows = sorted(json_rows(r.stdout), key=lambda e: int(e["SLURM_PROCID"]))
+            self.assertEqual([e["RANK"] for e in rows], ["0", "1"], r.stdout + r.stderr)
+
+            with open(config, "a") as f:
+                f.write("# changed\n")
+            r = self.cluster.run(["srun", "-n1", "true"], check=False, cwd=self.tmp, timeout=60)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("cannot load its YAML reader", r.stderr)
+            self.assertIn("reinstall gpudiag", r.stderr)
+        finally:
+            with open(plugstack, "w") as f:
+                f.write(saved)
 
 
 if __name__ == "__main__":

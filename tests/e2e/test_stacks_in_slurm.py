@@ -18,6 +18,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plugin_cluster import plugstack_line  # noqa: E402
 from slurm_cluster import SlurmCluster  # noqa: E402
 from throwaway_users import ThrowawayUsers  # noqa: E402
 
@@ -94,7 +95,7 @@ class StacksOfBusyJobs(unittest.TestCase):
         shutil.copy(os.path.join(SOURCE, "etc", "gpudiag.yaml"), config)
         plugstack = os.path.join(cls.tmp, "plugstack.conf")
         with open(plugstack, "w") as f:
-            f.write(f"required {os.path.join(BUILD, 'spank', 'gpudiag.so')} config={config}\n")
+            f.write(plugstack_line(os.path.join(BUILD, 'spank', 'gpudiag.so'), config, cls.tmp))
         cls.users = ThrowawayUsers("victim", "attacker")
         cls.users.__enter__()
         # 4 GPUs and 1000 MiB of memory as consumable resources: a job can hold all of both.

@@ -2,6 +2,7 @@
 """The tree's shape (issue 20): each code folder includes only from the folders
 docs/ARCHITECTURE.md §2 lets it use, and README's layout table names every folder of the
 tree and nothing that is not there."""
+import fnmatch
 import os
 import re
 import unittest
@@ -61,11 +62,21 @@ def code_folders():
                   and d not in ("tests", "fuzz", "packaging"))
 
 
+def ignored_dirs():
+    """The folder patterns .gitignore names (build/, build-*/): a fresh tree has build/
+    with only setup's logs in it before the first configure."""
+    with open(os.path.join(SOURCE, ".gitignore"), encoding="utf-8") as f:
+        return [line.strip().strip("/") for line in f if line.strip().endswith("/") and not line.startswith("#")]
+
+
 def tree_folders():
     """Top-level folders and the folders in tests/, without build trees or hidden ones."""
+    ignored = ignored_dirs()
+
     def keep(base, d):
         p = os.path.join(base, d)
         return (os.path.isdir(p) and not d.startswith(".")
+                and not any(fnmatch.fnmatch(d, pat) for pat in ignored)
                 and not os.path.exists(os.path.join(p, "CMakeCache.txt")))
     top = [d for d in os.listdir(SOURCE) if keep(SOURCE, d)]
     tests = [f"tests/{d}" for d in os.listdir(os.path.join(SOURCE, "tests")) if keep(os.path.join(SOURCE, "tests"), d)]

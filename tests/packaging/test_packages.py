@@ -22,7 +22,9 @@ MAJOR, MINOR = slurm_version()
 LOW, HIGH = f"{MAJOR}.{MINOR:02d}", f"{MAJOR}.{MINOR + 1:02d}"
 
 PLUGIN = "/usr/lib/x86_64-linux-gnu/slurm-wlm/gpudiag.so"
+YAML_READER = "/usr/lib/x86_64-linux-gnu/slurm-wlm/gpudiag_yaml.so"  # beside the plugin, loaded on a cache miss
 DEB_FILES = {
+    YAML_READER,
     "/etc/gpudiag/gpudiag.yaml", "/etc/slurm/plugstack.conf.d/gpudiag.conf", "/etc/nhc/scripts/gpudiag.nhc",
     "/usr/bin/gpudiag", PLUGIN, "/usr/libexec/gpudiag/gpudiag-gpu-probe", "/usr/sbin/gpudiag-health",
     "/usr/share/doc/gpudiag/changelog.Debian.gz", "/usr/share/doc/gpudiag/copyright",
@@ -31,8 +33,9 @@ DEB_FILES = {
     "/usr/share/man/man8/gpudiag.8.gz",
 }
 CONFFILES = {"/etc/gpudiag/gpudiag.yaml", "/etc/slurm/plugstack.conf.d/gpudiag.conf", "/etc/nhc/scripts/gpudiag.nhc"}
-RPM_FILES = (DEB_FILES - {PLUGIN, "/usr/share/doc/gpudiag/changelog.Debian.gz", "/usr/share/lintian/overrides/gpudiag"}) | {
-    "/usr/lib64/slurm/gpudiag.so", "/usr/share/doc/gpudiag/examples"}
+RPM_FILES = (DEB_FILES - {PLUGIN, YAML_READER, "/usr/share/doc/gpudiag/changelog.Debian.gz",
+                          "/usr/share/lintian/overrides/gpudiag"}) | {
+    "/usr/lib64/slurm/gpudiag.so", "/usr/lib64/slurm/gpudiag_yaml.so", "/usr/share/doc/gpudiag/examples"}
 
 
 def run(argv, **kw):

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "config/config.h"
+#include "config/config_file.h"
 
 using namespace gpudiag;
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "config/config.h"
+#include "config/config_file.h"
 #include "fabric/fabric_coordinator.h"
 #include "fabric/fabric_report.h"
 #include "fabric/fabric_task.h"

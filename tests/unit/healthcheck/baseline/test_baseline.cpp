@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config.h"
+#include "config/config_file.h"
 #include "healthcheck/baseline/baseline_config.h"
 
 namespace gpudiag {

@@ -1,6 +1,7 @@
 // The ibcounters check's judgement: growth since the last run, flaps, resets.
 #include <gtest/gtest.h>
 
+#include "config/config_file.h"
 #include "healthcheck/checks/check_ibcounters.h"
 
 using namespace gpudiag;

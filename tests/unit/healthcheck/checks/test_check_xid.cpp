@@ -1,6 +1,7 @@
 // The kmsg record and Xid parsers, the catalogue, and the xid check's judgement.
 #include <gtest/gtest.h>
 
+#include "config/config_file.h"
 #include "healthcheck/checks/check_xid.h"
 #include "healthcheck/checks/xid_catalogue.h"
 #include "nodeinfo/kmsg.h"

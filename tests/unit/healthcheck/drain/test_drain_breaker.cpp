@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 
+#include "config/config_file.h"
 #include "healthcheck/drain/drain_breaker.h"
 #include "healthcheck/drain/slurm_action.h"
 #include "healthcheck/report/formats.h"
