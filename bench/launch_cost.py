@@ -6,6 +6,7 @@ then the goal check and what each part of gpudiag costs.
 
 Usage: bench/launch_cost.py [--build build] [--launches 40] [--old OLD/gpudiag.so]
                             [--runs 3] [--lines 200000] [--host-runs 15]
+       bench/launch_cost.py --split-only [--old OLD/gpudiag.so] [--host-runs 15]
 
 Launch rows (wall time of `srun -N3 -nN true` from the login node, median of --launches):
   none          empty plugstack
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import time
 
-from multinode_bench import ROOT, MultiNodeBench, median_ms, plugin_path
+from multinode_bench import ROOT, MultiNodeBench, median_ms, plugin_path, write_config
 from plugin_relay import WRITER
 
 ANCHORS = os.path.join(ROOT, "..", "shared", "anchors")
@@ -53,7 +54,7 @@ def needed_libs(plugin):
     return [lib for lib in libs if not lib.startswith(("libc.so", "libm.so", "libgcc_s.so", "ld-linux"))]
 
 
-def build_contenders(tmp, anchors, plugin):
+def build_contenders(tmp, anchors, plugin, with_pyxis=True):
     """The plugins gpudiag is measured against, and the stand-in slurmstepd."""
     out = {}
     empty = os.path.join(anchors, "empty_spank.c")
@@ -63,10 +64,11 @@ def build_contenders(tmp, anchors, plugin):
     out["libs"] = os.path.join(tmp, "cxx_libs_spank.so")
     sh(["gcc", "-shared", "-fPIC", "-O2", "-o", out["libs"], empty, "-Wl,--no-as-needed",
         *(f"-l:{lib}" for lib in needed_libs(plugin))])
-    pyxis = os.path.join(tmp, "pyxis")
-    shutil.copytree(os.path.join(anchors, "pyxis"), pyxis)
-    sh(["make", "-s", "-C", pyxis], stderr=subprocess.DEVNULL)
-    out["pyxis"] = os.path.join(pyxis, "spank_pyxis.so")
+    if with_pyxis:
+        pyxis = os.path.join(tmp, "pyxis")
+        shutil.copytree(os.path.join(anchors, "pyxis"), pyxis)
+        sh(["make", "-s", "-C", pyxis], stderr=subprocess.DEVNULL)
+        out["pyxis"] = os.path.join(pyxis, "spank_pyxis.so")
     out["host"] = os.path.join(tmp, "spank_host")
     sh(["gcc", "-O2", "-Wall", "-rdynamic", "-o", out["host"], os.path.join(ROOT, "bench", "spank_host.c"), "-ldl"])
     for f in out.values():
@@ -75,16 +77,66 @@ def build_contenders(tmp, anchors, plugin):
 
 
 def host_split(host, plugin, configs, runs, tasks=4):
-    """name -> {field: median} of spank_host over `runs` fresh processes."""
-    res = {}
-    for name, (path, args, env) in configs.items():
-        rows = []
-        for _ in range(runs):
+    """name -> {field: median} of spank_host over `runs` fresh processes, interleaved round by
+    round so that every contender runs under the same load."""
+    rows = {name: [] for name in configs}
+    for _ in range(runs):
+        for name, (path, args, env) in configs.items():
             p = subprocess.run([host, path or plugin, str(tasks), *args], env={**os.environ, **env},
                                capture_output=True, text=True, check=True)
-            rows.append(dict((k, float(v)) for k, v in (f.split("=") for f in p.stdout.split())))
-        res[name] = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-    return res
+            rows[name].append(dict((k, float(v)) for k, v in (f.split("=") for f in p.stdout.split())))
+    return {name: {k: statistics.median(r[k] for r in got) for k in got[0]} for name, got in rows.items()}
+
+
+def split_configs(cfg_dir, bins, old):
+    """The stand-in's contenders: gpudiag.so with one part taken away at a time (configs
+    written by write_config into cfg_dir), the empty plugins, and --old with the same config."""
+    here = {"GPUDIAG_HOST_NODELIST": "localhost"}
+    return {
+        "gpudiag": (None, [f"config={cfg_dir}/gpudiag.yaml"], here),
+        "no relay": (None, [f"config={cfg_dir}/norelay.yaml"], here),
+        "no IB auto": (None, [f"config={cfg_dir}/noib.yaml"], here),
+        "no rendezvous": (None, [f"config={cfg_dir}/gpudiag.yaml"], {"GPUDIAG_HOST_NODELIST": ""}),
+        "numeric addr": (None, [f"config={cfg_dir}/gpudiag.yaml"], {"GPUDIAG_HOST_NODELIST": "127.0.0.1"}),
+        "no config": (None, [], here),
+        "cache off": (None, [f"config={cfg_dir}/gpudiag.yaml", "config_cache=off"], here),
+        "empty C": (bins["empty"], [], {}),
+        "C++ libs": (bins["libs"], [], {}),
+        **({"old gpudiag": (os.path.abspath(old), [f"config={cfg_dir}/gpudiag.yaml"], here)} if old else {}),
+    }
+
+
+def settle():
+    """Root caches a config only once its file is 2 s old (config/config_cache.h): measure
+    the steady state a site runs in, not the first step after an edit."""
+    time.sleep(2.1)
+
+
+# The configs the bench compares: each (old, new) applied to etc/gpudiag.yaml.
+NORELAY = [("\n  prefix: auto", "\n  prefix: never")]
+NOIB = [("\n    NCCL_IB_HCA: auto", "")]
+
+
+def split_only(a):
+    """--split-only: the stand-in's per-part split alone, no cluster (about a minute)."""
+    tmp = tempfile.mkdtemp(prefix="gpudiag-bench-split-")
+    os.chmod(tmp, 0o755)
+    try:
+        bins = build_contenders(tmp, os.path.abspath(a.anchors), plugin_path(a.build), with_pyxis=False)
+        write_config(tmp, "gpudiag")
+        write_config(tmp, "norelay", NORELAY)
+        write_config(tmp, "noib", NOIB)
+        settle()
+        with open("/proc/loadavg") as f:
+            load_before = f.read().split()[:3]
+        split = host_split(bins["host"], plugin_path(a.build), split_configs(tmp, bins, a.old), a.host_runs)
+        show_split(split, a.host_runs, needed_libs(plugin_path(a.build)))
+        with open("/proc/loadavg") as f:
+            load_after = f.read().split()[:3]
+        print(f"\nload average before {' '.join(load_before)}, after {' '.join(load_after)} (nproc {os.cpu_count()})")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
 
 
 def main():
@@ -96,7 +148,10 @@ def main():
     ap.add_argument("--lines", type=int, default=200000, help="lines per task of the relay run (6 tasks)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--host-runs", type=int, default=15)
+    ap.add_argument("--split-only", action="store_true", help="only the stand-in's per-part split (no cluster)")
     a = ap.parse_args()
+    if a.split_only:
+        return split_only(a)
     tmp = tempfile.mkdtemp(prefix="gpudiag-bench-anchors-")
     os.chmod(tmp, 0o755)
     try:
@@ -105,11 +160,9 @@ def main():
             load_before = f.read().split()[:3]
         with MultiNodeBench(a.build, "launch") as b:
             full = b.config("gpudiag")
-            norelay = b.config("norelay", [("\n  prefix: auto", "\n  prefix: never")])
-            noib = b.config("noib", [("\n    NCCL_IB_HCA: auto", "")])
-            # Root caches a config only once its file is 2 s old (config/config_cache.h):
-            # measure the steady state a site runs in, not the first step after an edit.
-            time.sleep(2.1)
+            norelay = b.config("norelay", NORELAY)
+            noib = b.config("noib", NOIB)
+            settle()
             other = lambda path: f"required {path}\n"  # noqa: E731
             old = f"required {os.path.abspath(a.old)} config={os.path.join(b.dir, 'gpudiag.yaml')}\n" if a.old else None
             ways = {}
@@ -138,20 +191,7 @@ def main():
                 print(f"\nrelay across nodes: a run failed: {e}")
                 throughput = 0.0
             cfg_dir = b.dir
-            split = host_split(bins["host"], b.plugin, {
-                "gpudiag": (None, [f"config={cfg_dir}/gpudiag.yaml"], {"GPUDIAG_HOST_NODELIST": "localhost"}),
-                "no relay": (None, [f"config={cfg_dir}/norelay.yaml"], {"GPUDIAG_HOST_NODELIST": "localhost"}),
-                "no IB auto": (None, [f"config={cfg_dir}/noib.yaml"], {"GPUDIAG_HOST_NODELIST": "localhost"}),
-                "no rendezvous": (None, [f"config={cfg_dir}/gpudiag.yaml"], {"GPUDIAG_HOST_NODELIST": ""}),
-                "numeric addr": (None, [f"config={cfg_dir}/gpudiag.yaml"], {"GPUDIAG_HOST_NODELIST": "127.0.0.1"}),
-                "no config": (None, [], {"GPUDIAG_HOST_NODELIST": "localhost"}),
-                "cache off": (None, [f"config={cfg_dir}/gpudiag.yaml", "config_cache=off"],
-                              {"GPUDIAG_HOST_NODELIST": "localhost"}),
-                "empty C": (bins["empty"], [], {}),
-                "C++ libs": (bins["libs"], [], {}),
-                **({"old gpudiag": (os.path.abspath(a.old), [f"config={cfg_dir}/gpudiag.yaml"],
-                                    {"GPUDIAG_HOST_NODELIST": "localhost"})} if a.old else {}),
-            }, a.host_runs)
+            split = host_split(bins["host"], b.plugin, split_configs(cfg_dir, bins, a.old), a.host_runs)
             show_split(split, a.host_runs, needed_libs(b.plugin))
         with open("/proc/loadavg") as f:
             load_after = f.read().split()[:3]

@@ -24,6 +24,22 @@ def plugin_path(build):
     return plugin
 
 
+def write_config(directory, name, replace=(), append=""):
+    """A copy of etc/gpudiag.yaml as directory/name.yaml, with each (old, new) of `replace`
+    applied and `append` added at its end; returns its path."""
+    with open(os.path.join(ROOT, "etc", "gpudiag.yaml")) as f:
+        text = f.read()
+    for old, new in replace:
+        if old not in text:
+            raise RuntimeError(f"bench: etc/gpudiag.yaml has no {old!r}")
+        text = text.replace(old, new)
+    text += append
+    path = os.path.join(directory, f"{name}.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 class MultiNodeBench:
     """`with MultiNodeBench(build, name) as b:` a 3-node cluster whose plugstack b.use(mode)
     switches: mode None is an empty plugstack, a mode of b.config(...) loads gpudiag.so with
@@ -38,19 +54,8 @@ class MultiNodeBench:
         self.cluster = None
 
     def config(self, name, replace=(), append=""):
-        """A copy of etc/gpudiag.yaml with each (old, new) of `replace` applied and `append`
-        added at its end; returns a mode."""
-        with open(os.path.join(ROOT, "etc", "gpudiag.yaml")) as f:
-            text = f.read()
-        for old, new in replace:
-            if old not in text:
-                raise RuntimeError(f"bench: etc/gpudiag.yaml has no {old!r}")
-            text = text.replace(old, new)
-        text += append
-        path = os.path.join(self.dir, f"{name}.yaml")
-        with open(path, "w") as f:
-            f.write(text)
-        return f"required {self.plugin} config={path}\n"
+        """A copy of etc/gpudiag.yaml (write_config) in the bench's directory; returns a mode."""
+        return f"required {self.plugin} config={write_config(self.dir, name, replace, append)}\n"
 
     def use(self, mode):
         with open(self.plugstack, "w") as f:

@@ -32,6 +32,7 @@ static int g_task_id = -1; /* the task whose callbacks run now */
 static char* g_env[256];
 static int g_nenv;
 static char* g_argv[] = {"true", NULL};
+static char g_nodename[256] = "localhost"; /* this host's short name, as Slurm names nodes */
 
 static double now_ms(void) {
   struct timespec ts;
@@ -75,6 +76,13 @@ spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...) {
     case S_JOB_TOTAL_TASK_COUNT: *va_arg(ap, uint32_t*) = (uint32_t)g_tasks; break;
     case S_TASK_GLOBAL_ID: *va_arg(ap, uint32_t*) = (uint32_t)g_task_id; break;
     case S_TASK_ID: *va_arg(ap, int*) = g_task_id; break;
+    case S_JOB_LOCAL_TO_GLOBAL_ID: {
+      uint32_t local = va_arg(ap, uint32_t);
+      uint32_t* global = va_arg(ap, uint32_t*);
+      if ((int)local < g_tasks) *global = local;
+      else rc = ESPANK_NOEXIST;
+      break;
+    }
     case S_JOB_UID: *va_arg(ap, uid_t*) = getuid(); break;
     case S_JOB_ENV: *va_arg(ap, char***) = g_env; break;
     case S_JOB_ARGV:
@@ -182,6 +190,13 @@ static struct per_task run_tasks(callback_f task_init, callback_f task_exit, int
       dup2(out_fd, 1);
       dup2(out_fd, 2);
       g_task_id = t;
+      /* What slurmstepd's exec_task sets in each task before task_init (bare tasks too, so
+       * that the difference is the plugin's alone). */
+      char id[16];
+      snprintf(id, sizeof id, "%d", t);
+      env_put("SLURM_PROCID", id);
+      env_put("SLURM_LOCALID", id);
+      env_put("SLURMD_NODENAME", g_nodename);
       int rc = task_init ? task_init(NULL, 0, NULL) : 0;
       _exit(rc == 0 ? 0 : 1);
     }
@@ -218,6 +233,7 @@ int main(int argc, char** argv) {
   if (g_tasks < 1) g_tasks = 1;
   char ntasks[16];
   snprintf(ntasks, sizeof ntasks, "%d", g_tasks);
+  if (gethostname(g_nodename, sizeof g_nodename - 1) == 0) g_nodename[strcspn(g_nodename, ".")] = '\0';
   env_put("PATH", "/usr/bin:/bin");
   env_put("SLURM_JOB_ID", "1000");
   env_put("SLURM_STEP_ID", "0");

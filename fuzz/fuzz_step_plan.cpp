@@ -7,12 +7,17 @@
 // Byte 9 of the switches drives the rendezvous: 1 MASTER_ADDR by choose_master_addr
 // from Slurm's address (line 2) and hostname (line 3) for NodeName line 4; 2 a user's
 // MASTER_ADDR (line 5); 4 the first node; bits 4-5 what the check found for each target.
+// Byte 10 makes a forked task differ from what user_init saw (prepared_task.h): where the
+// task may take user_init's plan, that plan is the one it would have made itself.
+#include <map>
 #include <string>
 
 #include "fuzz/fuzz_input.h"
 #include "config/config.h"
 #include "config/config_file.h"
 #include "spank/plan/env_writer.h"
+#include "spank/plan/port_salt.h"
+#include "spank/plan/prepared_task.h"
 #include "spank/plan/step_plan.h"
 #include "spank/plan/visible_gpus.h"
 #include "spank/preflight/rendezvous_check.h"
@@ -72,6 +77,86 @@ void check_plan(const gpudiag::StepInputs& in, const gpudiag::StepPlan& plan) {
     if (choice.relay->tag_out) GPUDIAG_FUZZ_CHECK(plan.tag && s.out_forwarded && choice.relay->out);
     if (choice.relay->tag_err) GPUDIAG_FUZZ_CHECK(plan.tag && s.err_forwarded && choice.relay->err);
   }
+}
+
+// The job's or a task's environment, as spank_getenv and S_JOB_ENV see it.
+struct MapEnv : gpudiag::EnvTarget {
+  std::map<std::string, std::string> vars;
+  std::optional<std::string> get(const std::string& n) override {
+    auto it = vars.find(n);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+  bool set(const std::string& n, const std::string& v) override {
+    vars[n] = v;
+    return true;
+  }
+};
+
+void put(MapEnv& env, const char* name, const std::optional<std::string>& value) {
+  if (value) env.vars[name] = *value;
+  else env.vars.erase(name);
+}
+
+// The task variables of `in` in its environment, besides the user's own.
+void put_task_env(MapEnv& env, const gpudiag::StepInputs& in) {
+  put(env, "CUDA_VISIBLE_DEVICES", in.env.cuda_visible_devices);
+  put(env, "SLURM_STEP_NODELIST", in.env.step_nodelist);
+  put(env, "SLURM_SUBMIT_DIR", in.env.submit_dir);
+  put(env, "SLURM_LABELIO", in.env.labelio);
+  put(env, "SLURMD_NODENAME", in.env.nodename);
+  put(env, gpudiag::kPortSaltEnv, in.env.port_salt);
+}
+
+void check_prepared(gpudiag::StepInputs node, unsigned diff, const std::vector<std::string_view>& lines) {
+  MapEnv job;
+  job.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "2";
+  if (diff & 64) job.vars["MASTER_PORT"] = field(lines, 1).value_or("");
+  node.env.step_nodelist = "n[0-3]";
+  put_task_env(job, node);
+  const auto before = job.vars;
+  const bool fixed = (diff & 128) != 0;
+  auto p = gpudiag::prepare_task(node, job, fixed);
+  GPUDIAG_FUZZ_CHECK(job.vars == before);  // user_init plans without writing
+  if (!p) return;
+  GPUDIAG_FUZZ_CHECK(!p->plan.fail && p->plan.diag_dir.empty() && !p->plan.preflight && p->plan.hang.duration_s == 0);
+
+  gpudiag::StepInputs task = node;
+  MapEnv env = job;
+  if (diff & 1) task.env.nodename = field(lines, 5);
+  if (diff & 2) task.env.cuda_visible_devices = field(lines, 3);
+  if (diff & 4) task.env.labelio = field(lines, 5);
+  if (diff & 8) task.env.port_salt = field(lines, 1);
+  if (diff & 16) env.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = field(lines, 2).value_or("");
+  if (diff & 32) task.hostname = field(lines, 3).value_or("");
+  if (diff & 256) {
+    task.env.step_nodelist = "m[0-3]";
+    if (!fixed) task.ids.master_addr += "m";  // first_host of the other nodelist
+  }
+  if (diff & 512) task.env.submit_dir = field(lines, 2);
+  if (diff & 1024) task.cwd = "/elsewhere";
+  put_task_env(env, task);
+  std::vector<std::string> entries;
+  for (const auto& [k, v] : env.vars) entries.push_back(k + "=" + v);
+  std::vector<const char*> array;
+  for (const auto& e : entries) array.push_back(e.c_str());
+  array.push_back(nullptr);
+  gpudiag::TaskView view;
+  view.ids = task.ids;
+  view.env = array.data();
+  view.hostname = task.hostname;
+  if (!gpudiag::task_may_use(*p, view)) return;
+
+  // What the task would have done itself.
+  task.user_env = &env;
+  const gpudiag::StepPlan own = gpudiag::plan_step(task);
+  GPUDIAG_FUZZ_CHECK(!own.fail);
+  GPUDIAG_FUZZ_CHECK(own.notices == p->plan.notices && own.host == p->plan.host && own.tag == p->plan.tag &&
+                     own.tag_text == p->plan.tag_text && own.diag_dir.empty() && !own.preflight &&
+                     own.hang.duration_s == 0 && own.hang_asked == p->plan.hang_asked);
+  MapEnv applied = env;
+  gpudiag::apply_env(applied, own.env);
+  for (const auto& [name, value] : p->sets) env.vars[name] = value;
+  GPUDIAG_FUZZ_CHECK(applied.vars == env.vars);
 }
 
 }  // namespace
@@ -157,5 +242,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     in.dir_problem = gpudiag::DiagDirProblem{static_cast<gpudiag::DiagDirProblem::Kind>(problem - 1),
                                              "the diag dir " + wanted + " is unusable"};
   check_plan(in, gpudiag::plan_step(in));
+  check_prepared(in, byte_at(bits, 10) | (byte_at(bits, 11) << 8), lines);
   return 0;
 }

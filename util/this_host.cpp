@@ -4,7 +4,9 @@
 
 namespace gpudiag {
 
-std::string short_name(const std::string& name) { return name.substr(0, name.find('.')); }
+std::string_view short_name_of(std::string_view name) { return name.substr(0, name.find('.')); }
+
+std::string short_name(const std::string& name) { return std::string(short_name_of(name)); }
 
 std::string hostname() {
   char buf[256] = {};

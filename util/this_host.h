@@ -1,6 +1,7 @@
 #pragma once
 // Facts about this machine and this program that several tools print or look up.
 #include <string>
+#include <string_view>
 
 namespace gpudiag {
 
@@ -11,6 +12,8 @@ std::string short_hostname();
 std::string hostname();
 // A name cut at its first dot: the same rule for names from Slurm and from the kernel.
 std::string short_name(const std::string& name);
+// The same cut, without a copy (a forked task compares names without allocating).
+std::string_view short_name_of(std::string_view name);
 
 // The running binary's directory, from /proc/self/exe ("" when unreadable): tools find
 // their helpers relative to it, in the build tree as installed.

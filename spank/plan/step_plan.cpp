@@ -106,9 +106,13 @@ std::string diag_dir_path(const DiagOptions& diag, const std::string& submit_dir
   return default_diag_dir(submit_dir, cwd, job_id, step_id);
 }
 
+std::string_view short_host_of(std::optional<std::string_view> slurmd_nodename, std::string_view hostname) {
+  const std::string_view host = slurmd_nodename.value_or(std::string_view());
+  return short_name_of(host.empty() ? hostname : host);
+}
+
 std::string short_host(const std::optional<std::string>& slurmd_nodename, const std::string& hostname) {
-  std::string host = slurmd_nodename.value_or("");
-  return short_name(host.empty() ? hostname : host);
+  return std::string(short_host_of(slurmd_nodename, hostname));
 }
 
 std::string wanted_diag_dir(const StepInputs& in) {

@@ -72,6 +72,8 @@ std::string diag_dir_path(const DiagOptions& diag, const std::string& submit_dir
 
 // The short node name for the prefix, the hang report and preflight messages.
 std::string short_host(const std::optional<std::string>& slurmd_nodename, const std::string& hostname);
+// The same name as a view into its arguments (a forked task compares it without a copy).
+std::string_view short_host_of(std::optional<std::string_view> slurmd_nodename, std::string_view hostname);
 
 struct StepInputs {
   Config cfg;

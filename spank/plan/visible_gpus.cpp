@@ -2,7 +2,7 @@
 
 namespace gpudiag {
 
-std::optional<int> count_visible_gpus(const std::optional<std::string>& cuda_visible_devices) {
+std::optional<int> count_visible_gpus(std::optional<std::string_view> cuda_visible_devices) {
   if (!cuda_visible_devices) return std::nullopt;
   if (*cuda_visible_devices == "NoDevFiles") return 0;
   int n = 0;

@@ -24,6 +24,7 @@ extern "C" {
 #include "spank/plan/env_writer.h"
 #include "spank/plan/nccl_defaults.h"
 #include "spank/plan/port_salt.h"
+#include "spank/plan/prepared_task.h"
 #include "spank/plan/step_plan.h"
 #include "spank/preflight/fabric_step.h"
 #include "spank/preflight/preflight.h"
@@ -61,7 +62,14 @@ struct Stepd {
   // The node's relay thread (node_relay.h), started in user_init. Never deleted in a task:
   // the forked copy of the pointer leads to a thread that is not in that process.
   NodeRelay* node_relay = nullptr;
+  // Each local task's plan, by local id, made in user_init (prepared_task.h); empty: each
+  // task plans itself.
+  std::vector<PreparedTask> prepared;
 };
+
+// Plans made before the fork are kept for at most this many local tasks: slurmstepd holds
+// them (a few kB each) for the whole step.
+constexpr std::uint32_t kMaxPreparedTasks = 256;
 
 Stepd g;
 
@@ -224,6 +232,72 @@ void start_node_relay(spank_t sp) {
   g.node_relay = relay;
 }
 
+// Once per step and node, after everything else user_init finds, before the tasks fork:
+// each local task's plan, as task_init would make it from the job's environment now. A
+// task that it fits then only applies it (use_prepared).
+void prepare_tasks(spank_t sp) {
+  std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 0, total = 1;
+  uid_t uid = 0;
+  if (!g.remote_error.empty() || !item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step) || !step_runs_tasks(step))
+    return;
+  if (!item(sp, S_JOB_LOCAL_TASK_COUNT, local_count) || local_count == 0 || local_count > kMaxPreparedTasks) return;
+  item(sp, S_JOB_NNODES, nnodes);
+  item(sp, S_JOB_NODEID, nodeid);
+  item(sp, S_JOB_TOTAL_TASK_COUNT, total);
+  item(sp, S_JOB_UID, uid);
+  SpankEnv env(sp);
+  StepInputs base{g.cfg, g.diag};
+  base.env = read_task_env(env);
+  base.nccl_env = g.nccl_env;
+  base.cwd = current_dir();
+  base.hostname = hostname();
+  base.uid = uid;
+  base.rendezvous = g.rendezvous;
+  TaskIds& t = base.ids;
+  t.job_id = job;
+  t.step_id = step;
+  t.world_size = static_cast<int>(total);
+  t.local_world_size = static_cast<int>(local_count);
+  t.node_rank = static_cast<int>(nodeid);
+  t.num_nodes = static_cast<int>(nnodes);
+  t.master_addr = g.master_addr.empty() ? slurm_compat::first_host(master_nodelist(base.env)) : g.master_addr;
+  std::vector<PreparedTask> prepared;
+  prepared.reserve(local_count);
+  for (std::uint32_t local = 0; local < local_count; ++local) {
+    std::uint32_t global = 0;
+    if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, local, &global) != ESPANK_SUCCESS) return;
+    StepInputs in = base;
+    in.ids.rank = static_cast<int>(global);
+    in.ids.local_rank = static_cast<int>(local);
+    auto p = prepare_task(std::move(in), env, !g.master_addr.empty());
+    if (!p) return;  // the plan needs the task itself: each one plans as before
+    prepared.push_back(std::move(*p));
+  }
+  g.prepared = std::move(prepared);
+}
+
+// In the task: user_init's plan for it, when it fits (task_may_use). Nothing here builds a
+// string or grows a container: the task reads what slurmstepd prepared, and each page it
+// writes is a copy (BENCHMARKS "A launch as cheap as pyxis"). false: nothing was done, and
+// the task plans itself.
+bool use_prepared(spank_t sp, const TaskIds& seen) {
+  if (seen.local_rank < 0 || static_cast<std::size_t>(seen.local_rank) >= g.prepared.size()) return false;
+  const PreparedTask& p = g.prepared[static_cast<std::size_t>(seen.local_rank)];
+  TaskView view;
+  view.ids = seen;
+  char** env = nullptr;
+  if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) return false;
+  view.env = env;
+  char host[256] = {};  // as hostname() reads it
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  view.hostname = host;
+  if (!task_may_use(p, view)) return false;
+  for (const auto& line : p.plan.notices) slurm_error("%s", line.c_str());
+  for (const auto& [name, value] : p.sets) spank_setenv(sp, name.c_str(), value.c_str(), 1);
+  start_output_relay(p.plan, seen.rank, seen.local_rank);
+  return true;
+}
+
 }  // namespace
 
 int init(spank_t sp, int ac, char** av) {
@@ -281,12 +355,18 @@ int user_init(spank_t sp) {
     return 0;
   });
   // NCCL defaults are a convenience: never fail a job over them (on_error 0).
-  return guarded("user init", 0, [&] {
+  const int rc = guarded("user init", 0, [&] {
     // Once per step and node, before the tasks fork: they inherit the result.
     RootedFs fs("/");
     g.nccl_env = nccl_defaults(g.cfg.plugin, discover_ib(fs), g.cfg.ib);
     return 0;
   });
+  // Last: the plans read what the blocks above found. Without them each task plans itself.
+  guarded("user init", 0, [&] {
+    prepare_tasks(sp);
+    return 0;
+  });
+  return rc;
 }
 
 int task_init(spank_t sp) {
@@ -306,6 +386,18 @@ int task_init(spank_t sp) {
   item(sp, S_JOB_TOTAL_TASK_COUNT, total);
   item(sp, S_TASK_GLOBAL_ID, global_id);
   item(sp, S_TASK_ID, local_id);
+  {
+    TaskIds seen;
+    seen.job_id = job;
+    seen.step_id = step;
+    seen.rank = static_cast<int>(global_id);
+    seen.world_size = static_cast<int>(total);
+    seen.local_rank = local_id;
+    seen.local_world_size = static_cast<int>(local_count);
+    seen.node_rank = static_cast<int>(nodeid);
+    seen.num_nodes = static_cast<int>(nnodes);
+    if (use_prepared(sp, seen)) return 0;
+  }
 
   SpankEnv env(sp);
   // This process is the forked task, with its own copy of g, used once: moved, not copied.

@@ -1,0 +1,57 @@
+#pragma once
+// A task's plan made before the fork (ARCHITECTURE §3, issue 34). user_init plans each local
+// task of the step once, in slurmstepd, where the work costs nothing per fork; the forked
+// task takes its plan only where plan_step and apply_env would decide exactly the same in
+// it (task_may_use), and else plans itself as before. A plan that needs the task itself
+// (a diag dir to claim, the preflight, the hang watchdog, a refusal) is never prepared.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "spank/plan/env_writer.h"
+#include "spank/plan/step_plan.h"
+
+namespace gpudiag {
+
+// One variable of the task's environment that the plan read, and what it found there.
+struct EnvRead {
+  std::string name;
+  std::optional<std::string> value;  // nullopt: unset
+};
+
+struct PreparedTask {
+  TaskIds ids;             // as plan_step got them
+  TaskEnv env;             // the task variables as the job's environment held them in user_init
+  std::string hostname;
+  // MASTER_ADDR came from user_init's own choice: the task's nodelist no longer decides it.
+  bool master_addr_fixed = false;
+  std::vector<EnvRead> reads;  // every other variable plan_step and apply_env read
+  EnvList sets;                // what apply_env set, in its order (GPUDIAG_INJECTED last)
+  StepPlan plan;
+};
+
+// Plans one task as task_init would, reading `env` (the job's environment) and writing
+// nothing to it. nullopt: the plan needs the task itself. `in.user_env` is ignored.
+std::optional<PreparedTask> prepare_task(StepInputs in, EnvTarget& env, bool master_addr_fixed);
+
+// What a forked task sees, gathered without allocating: its ids from Slurm's items and its
+// environment array (S_JOB_ENV: what spank_getenv reads and Slurm execs).
+struct TaskView {
+  TaskIds ids;                         // master_addr, nproc_per_node and port_salt unused
+  const char* const* env = nullptr;    // NAME=VALUE entries, null-terminated
+  std::string_view hostname;
+};
+
+// The one rule: whether the task may take `p` as its own plan. It may when every input
+// plan_step and apply_env would read in the task gives what it gave in user_init: the same
+// ids, the same values of the variables the plan read, and for the task variables that
+// Slurm sets only in the task (SLURMD_NODENAME, CUDA_VISIBLE_DEVICES by GRES binding) the
+// same outcome (the short host name, the GPU count).
+bool task_may_use(const PreparedTask& p, const TaskView& t);
+
+// The value of `name` in a NAME=VALUE array, the first entry as spank_getenv finds it.
+std::optional<std::string_view> env_lookup(const char* const* env, std::string_view name);
+
+}  // namespace gpudiag
