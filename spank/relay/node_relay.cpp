@@ -26,6 +26,9 @@ namespace gpudiag {
 namespace {
 
 constexpr std::size_t kReadSize = 64 * 1024;
+// The most one stream reads in one round of the loop (Loop::pump): what one read took
+// before the budgets (issue 30.3).
+constexpr std::size_t kRoundRead = 64 * 1024;
 // A task hands over at most two streams; more than this many is not a Slurm step
 // (slurmstepd's own limit on tasks per node is far lower), and each costs two fds.
 constexpr std::size_t kMaxStreams = 2 * 4096;
@@ -88,12 +91,16 @@ bool is_pipe_or_socket(int fd) {
   return ::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
-// Writes what srun takes now; the rest waits for POLLOUT.
+// Writes what srun takes now; the rest waits for POLLOUT. A short write means Slurm's
+// pipe is full: trying again would only cost a write that fails with EAGAIN (one per
+// wake-up while srun is the slower side, about a quarter of the thread's system calls).
 void flush(Stream& s) {
   while (!s.dead && s.has_pending()) {
-    const ssize_t n = ::write(s.out, s.pending.data() + s.off, s.pending.size() - s.off);
+    const std::size_t want = s.pending.size() - s.off;
+    const ssize_t n = ::write(s.out, s.pending.data() + s.off, want);
     if (n > 0) {
       s.off += static_cast<std::size_t>(n);
+      if (static_cast<std::size_t>(n) < want) return;
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && errno == EAGAIN) {
@@ -155,14 +162,21 @@ void end_of_input(Stream& s) {
   }
 }
 
-// One read of at most `limit` bytes; false when the stream's input ended.
-bool read_once(Stream& s, std::vector<char>& buf, std::size_t limit) {
+// What one read did: `ended` when the stream's input ended; `emptied` when it took less
+// than it asked for (or nothing): the pipe holds no more now.
+struct ReadResult {
+  bool ended = false;
+  bool emptied = true;
+};
+
+// One read of at most `limit` bytes.
+ReadResult read_once(Stream& s, std::vector<char>& buf, std::size_t limit) {
   if (s.drain_left == 0) {
     end_of_input(s);
-    return false;
+    return {true, true};
   }
   limit = std::min({limit, buf.size(), s.drain_left});
-  if (limit == 0) return true;  // no room now: the bytes wait in the pipe
+  if (limit == 0) return {false, false};  // no room now: the bytes wait in the pipe
   for (;;) {
     const ssize_t r = ::read(s.in, buf.data(), limit);
     if (r > 0) {
@@ -170,14 +184,14 @@ bool read_once(Stream& s, std::vector<char>& buf, std::size_t limit) {
       take(s, buf.data(), static_cast<std::size_t>(r));
       if (s.drain_left != kNoDrain && (s.drain_left -= static_cast<std::size_t>(r)) == 0) {
         end_of_input(s);  // what the pipe held at the drain limit is read
-        return false;
+        return {true, true};
       }
-      return true;
+      return {false, static_cast<std::size_t>(r) < limit};
     }
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && errno == EAGAIN) return true;
+    if (r < 0 && errno == EAGAIN) return {false, true};
     end_of_input(s);  // EOF, or a read error
-    return false;
+    return {true, true};
   }
 }
 
@@ -225,9 +239,11 @@ class Loop {
         const std::size_t i = 2 + (turn_ + k) % ready;
         if (!fds[i].revents) continue;
         Stream& s = *owner[i - 2];
-        if (fds[i].events == POLLIN) read_once(s, buf_, read_limit(s));
-        flush(s);
-        settle(s);
+        if (fds[i].events == POLLOUT) {
+          flush(s);
+          settle(s);
+        }
+        pump(s);
       }
       end_drained_inputs();
       reap();
@@ -390,6 +406,22 @@ class Loop {
     return relay_read_limit(s.lines, s.tag && !s.raw, room);
   }
 
+  // Reads, tags and writes on while srun takes it all and the pipe has more, so that a
+  // steady stream costs a read and a write per piece and no poll between them (a poll
+  // wakes the thread and registers every fd again). At most kRoundRead per round: the
+  // other streams get their turn.
+  void pump(Stream& s) {
+    for (std::size_t got = 0; got < kRoundRead;) {
+      const std::size_t limit = read_limit(s);
+      if (limit == 0) return;
+      const ReadResult r = read_once(s, buf_, limit);
+      flush(s);
+      settle(s);
+      if (r.ended || r.emptied || s.has_pending()) return;
+      got += limit;
+    }
+  }
+
   // At stop: what srun takes now goes out, in pieces within the budgets, and at most
   // kFinalReadMax of input; nothing waits. The rest is dropped, as slurmstepd, which has
   // stopped waiting for the step's output by now, drops what it still holds.
@@ -399,7 +431,7 @@ class Loop {
       for (std::size_t got = 0; s->in >= 0 && !s->has_pending() && got < kFinalReadMax;) {
         const std::size_t limit = read_limit(*s);
         pollfd p{s->in, POLLIN, 0};
-        if (limit == 0 || ::poll(&p, 1, 0) <= 0 || !read_once(*s, buf_, limit)) break;
+        if (limit == 0 || ::poll(&p, 1, 0) <= 0 || read_once(*s, buf_, limit).ended) break;
         got += limit;
         flush(*s);
         settle(*s);
