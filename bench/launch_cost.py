@@ -5,7 +5,7 @@ interleaved launch by launch (each round in a new random order) on the 3-node te
 then the goal check and what each part of gpudiag costs.
 
 Usage: bench/launch_cost.py [--build build] [--launches 40] [--old OLD/gpudiag.so]
-                            [--runs 3] [--lines 200000] [--host-runs 15]
+                            [--runs 3] [--lines 200000] [--host-runs 15] [--relay-only]
        bench/launch_cost.py --split-only [--old OLD/gpudiag.so] [--host-runs 15]
 
 Launch rows (wall time of `srun -N3 -nN true` from the login node, median of --launches):
@@ -20,8 +20,9 @@ Launch rows (wall time of `srun -N3 -nN true` from the login node, median of --l
   no IB auto    gpudiag without `NCCL_IB_HCA: auto` (no IB scan)
 at -n12 and -n48 (C++ libs and no IB auto at -n12 only). Goal: gpudiag's added wall time at most
 max(3 ms, 2x pyxis's) at -n12 and max(6 ms, 2x pyxis's) at -n48; the relay (srun -N3 -n6,
---lines numbered lines per task, interleaved with plain srun, median of --runs) at least
-90 % of plain srun's throughput.
+--lines numbered lines per task, interleaved with plain srun and --old, each round in a new
+random order, median of --runs) at least 90 % of plain srun's throughput. --relay-only runs
+just the relay rows (and checks just the relay's goal).
 
 The per-part split runs bench/spank_host.c, a stand-in slurmstepd that dlopens a plugin
 and times each callback for one node's share (4 tasks), --host-runs fresh processes each,
@@ -149,13 +150,15 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--host-runs", type=int, default=15)
     ap.add_argument("--split-only", action="store_true", help="only the stand-in's per-part split (no cluster)")
+    ap.add_argument("--relay-only", action="store_true", help="only the relay's throughput rows")
     a = ap.parse_args()
     if a.split_only:
         return split_only(a)
     tmp = tempfile.mkdtemp(prefix="gpudiag-bench-anchors-")
     os.chmod(tmp, 0o755)
     try:
-        bins = build_contenders(tmp, os.path.abspath(a.anchors), plugin_path(a.build))
+        plugin = plugin_path(a.build)
+        bins = {} if a.relay_only else build_contenders(tmp, os.path.abspath(a.anchors), plugin)
         with open("/proc/loadavg") as f:
             load_before = f.read().split()[:3]
         with MultiNodeBench(a.build, "launch") as b:
@@ -166,7 +169,7 @@ def main():
             other = lambda path: f"required {path}\n"  # noqa: E731
             old = f"required {os.path.abspath(a.old)} config={os.path.join(b.dir, 'gpudiag.yaml')}\n" if a.old else None
             ways = {}
-            for n, split in ((12, True), (48, False)):
+            for n, split in () if a.relay_only else ((12, True), (48, False)):
                 step = ["srun", "-N3", f"-n{n}", "true"]
                 ways[f"none -n{n}"] = (None, step)
                 ways[f"empty C -n{n}"] = (other(bins["empty"]), step)
@@ -180,16 +183,21 @@ def main():
                 ways[f"no relay -n{n}"] = (norelay, step)
                 if split:
                     ways[f"no IB auto -n{n}"] = (noib, step)
-            launch = b.interleave(ways, a.launches, shuffle=True)
-            added = show_launch(launch, a.launches)
+            added = None
+            if not a.relay_only:
+                launch = b.interleave(ways, a.launches, shuffle=True)
+                added = show_launch(launch, a.launches)
             relay_cmd = ["srun", "-N3", "-n6", "/usr/bin/python3", "-c", WRITER, str(a.lines)]
+            relay_ways = (("gpudiag", full), ("none", None)) + ((("old gpudiag", old),) if old else ())
             try:
-                relay = b.interleave({m: (mode, relay_cmd) for m, mode in (("gpudiag", full), ("none", None))},
-                                     a.runs, warmup=0)
+                relay = b.interleave({m: (mode, relay_cmd) for m, mode in relay_ways}, a.runs, warmup=0,
+                                     shuffle=True)
                 throughput = show_relay(relay, a.lines, a.runs)
             except RuntimeError as e:  # a failed run is a finding: say so, then go on
                 print(f"\nrelay across nodes: a run failed: {e}")
                 throughput = 0.0
+            if a.relay_only:
+                return relay_verdict(throughput, load_before)
             cfg_dir = b.dir
             split = host_split(bins["host"], b.plugin, split_configs(cfg_dir, bins, a.old), a.host_runs)
             show_split(split, a.host_runs, needed_libs(b.plugin))
@@ -210,6 +218,16 @@ def main():
     ok = ok and throughput >= 90
     print(f"  relay: {throughput:.0f} % of plain srun's throughput (at least 90 %): {'PASS' if throughput >= 90 else 'FAIL'}")
     print(f"overall: {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+def relay_verdict(throughput, load_before):
+    with open("/proc/loadavg") as f:
+        load_after = f.read().split()[:3]
+    print(f"\nload average before {' '.join(load_before)}, after {' '.join(load_after)} (nproc {os.cpu_count()})")
+    ok = throughput >= 90
+    print(f"goal (issue 34): relay {throughput:.0f} % of plain srun's throughput (at least 90 %): "
+          f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 
@@ -237,10 +255,12 @@ def show_launch(launch, launches):
 def show_relay(relay, lines, runs):
     print(f"\nrelay across nodes (srun -N3 -n6, {lines} lines per task), median of {runs} interleaved runs:")
     med = {m: statistics.median(r[0] for r in rows) for m, rows in relay.items()}
-    for m in ("none", "gpudiag"):
-        print(f"  {m:8} {med[m]:6.2f} s  {6 * lines / med[m] / 1e6:5.2f} Mlines/s")
+    for m in ("none", "gpudiag", "old gpudiag"):
+        if m in med:
+            walls = " ".join(f"{r[0]:.2f}" for r in relay[m])
+            print(f"  {m:11} {med[m]:6.2f} s  {6 * lines / med[m] / 1e6:5.2f} Mlines/s  "
+                  f"{100 * med['none'] / med[m]:4.0f} % of plain srun  (each run: {walls} s)")
     throughput = 100 * med["none"] / med["gpudiag"]
-    print(f"  gpudiag: {throughput:.0f} % of plain srun's throughput")
     sys.stdout.flush()
     return throughput
 

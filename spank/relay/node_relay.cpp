@@ -21,11 +21,15 @@
 
 #include "spank/relay/line_prefixer.h"
 #include "spank/relay/node_relay_wire.h"
+#include "spank/relay/write_pacing.h"
 
 namespace gpudiag {
 namespace {
 
 constexpr std::size_t kReadSize = 64 * 1024;
+// The most one stream reads in one round of the loop (Loop::pump): what one read took
+// before the budgets (issue 30.3).
+constexpr std::size_t kRoundRead = 64 * 1024;
 // A task hands over at most two streams; more than this many is not a Slurm step
 // (slurmstepd's own limit on tasks per node is far lower), and each costs two fds.
 constexpr std::size_t kMaxStreams = 2 * 4096;
@@ -64,6 +68,10 @@ struct Stream {
   // read (at srun's pace); the input ends after them. kNoDrain: relayed to EOF.
   std::size_t drain_left = kNoDrain;
   std::size_t counted = 0;  // pending's capacity, as the step's total counts it
+  bool full = false;           // the last write found Slurm's pipe full
+  std::size_t pipe_size = 0;   // Slurm's pipe's capacity; 0: not a pipe (no pacing)
+  WritePacing pacing;
+  double write_at = 0;         // a full pipe is polled again from then on
   Stream(int in_fd, int out_fd, bool tag_lines, const std::string& tag_text, std::size_t max_line)
       : in(in_fd), out(out_fd), tag(tag_lines), lines(tag_text, max_line) {}
   ~Stream() {
@@ -88,20 +96,29 @@ bool is_pipe_or_socket(int fd) {
   return ::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
-// Writes what srun takes now; the rest waits for POLLOUT.
+// Writes what srun takes now; the rest waits for POLLOUT. A short write means Slurm's
+// pipe is full: trying again would only cost a write that fails with EAGAIN (one per
+// wake-up while srun is the slower side, about a quarter of the thread's system calls).
 void flush(Stream& s) {
   while (!s.dead && s.has_pending()) {
-    const ssize_t n = ::write(s.out, s.pending.data() + s.off, s.pending.size() - s.off);
+    const std::size_t want = s.pending.size() - s.off;
+    const ssize_t n = ::write(s.out, s.pending.data() + s.off, want);
     if (n > 0) {
       s.off += static_cast<std::size_t>(n);
+      if (static_cast<std::size_t>(n) < want) {
+        s.full = true;
+        return;
+      }
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && errno == EAGAIN) {
+      s.full = true;
       return;
     } else {
       s.dead = true;  // srun went away (EPIPE: the thread blocks SIGPIPE)
     }
   }
+  s.full = false;
   // Out (or dropped): the memory goes back, so the step's budget counts only what waits.
   std::string().swap(s.pending);
   s.off = 0;
@@ -155,14 +172,21 @@ void end_of_input(Stream& s) {
   }
 }
 
-// One read of at most `limit` bytes; false when the stream's input ended.
-bool read_once(Stream& s, std::vector<char>& buf, std::size_t limit) {
+// What one read did: `ended` when the stream's input ended; `emptied` when it took less
+// than it asked for (or nothing): the pipe holds no more now.
+struct ReadResult {
+  bool ended = false;
+  bool emptied = true;
+};
+
+// One read of at most `limit` bytes.
+ReadResult read_once(Stream& s, std::vector<char>& buf, std::size_t limit) {
   if (s.drain_left == 0) {
     end_of_input(s);
-    return false;
+    return {true, true};
   }
   limit = std::min({limit, buf.size(), s.drain_left});
-  if (limit == 0) return true;  // no room now: the bytes wait in the pipe
+  if (limit == 0) return {false, false};  // no room now: the bytes wait in the pipe
   for (;;) {
     const ssize_t r = ::read(s.in, buf.data(), limit);
     if (r > 0) {
@@ -170,14 +194,14 @@ bool read_once(Stream& s, std::vector<char>& buf, std::size_t limit) {
       take(s, buf.data(), static_cast<std::size_t>(r));
       if (s.drain_left != kNoDrain && (s.drain_left -= static_cast<std::size_t>(r)) == 0) {
         end_of_input(s);  // what the pipe held at the drain limit is read
-        return false;
+        return {true, true};
       }
-      return true;
+      return {false, static_cast<std::size_t>(r) < limit};
     }
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && errno == EAGAIN) return true;
+    if (r < 0 && errno == EAGAIN) return {false, true};
     end_of_input(s);  // EOF, or a read error
-    return false;
+    return {true, true};
   }
 }
 
@@ -201,8 +225,10 @@ class Loop {
       owner.clear();
       fds.push_back({stop_fd_, POLLIN, 0});
       fds.push_back({sock_open_ ? sock_ : -1, POLLIN, 0});
+      const double now = now_s();
       for (auto& s : streams_) {
         if (s->has_pending() && !s->dead) {
+          if (s->write_at > now) continue;  // its full pipe waits (WritePacing); wake_at
           fds.push_back({s->out, POLLOUT, 0});
           owner.push_back(s.get());
         } else if (s->in >= 0 && read_limit(*s) > 0) {
@@ -211,7 +237,14 @@ class Loop {
           owner.push_back(s.get());
         }
       }
-      if (::poll(fds.data(), fds.size(), drain_timeout_ms()) < 0) {
+      const double at = wake_at(now);
+      timespec timeout{};
+      if (at >= 0) {
+        const double left = std::max(0.0, at - now);
+        timeout.tv_sec = static_cast<time_t>(left);
+        timeout.tv_nsec = static_cast<long>((left - static_cast<double>(timeout.tv_sec)) * 1e9);
+      }
+      if (::ppoll(fds.data(), fds.size(), at >= 0 ? &timeout : nullptr, nullptr) < 0) {
         if (errno == EINTR) continue;
         break;
       }
@@ -225,9 +258,8 @@ class Loop {
         const std::size_t i = 2 + (turn_ + k) % ready;
         if (!fds[i].revents) continue;
         Stream& s = *owner[i - 2];
-        if (fds[i].events == POLLIN) read_once(s, buf_, read_limit(s));
-        flush(s);
-        settle(s);
+        if (fds[i].events == POLLOUT) write_again(s);
+        pump(s);
       }
       end_drained_inputs();
       reap();
@@ -265,17 +297,34 @@ class Loop {
     return local_tasks_ > 0 ? ended_.size() >= local_tasks_ : ended_.count(id) > 0;
   }
 
-  // How long poll may sleep: until the next exited task's drain limit, or for ever.
-  int drain_timeout_ms() const {
+  // Until when poll may sleep: the next exited task's drain limit or the next full pipe's
+  // turn to be polled again (WritePacing); -1: for ever.
+  double wake_at(double now) const {
     double next = -1;
-    for (auto& s : streams_) {
-      if (s->in < 0 || s->exited_at == 0 || s->drain_left != kNoDrain) continue;
-      const double at = std::min(s->exited_at + kDrainMax, std::max(s->exited_at, s->last_data) + kQuiet);
+    auto sooner = [&next](double at) {
       if (next < 0 || at < next) next = at;
+    };
+    for (auto& s : streams_) {
+      if (s->has_pending() && !s->dead && s->write_at > now) sooner(s->write_at);
+      if (s->in < 0 || s->exited_at == 0 || s->drain_left != kNoDrain) continue;
+      sooner(std::min(s->exited_at + kDrainMax, std::max(s->exited_at, s->last_data) + kQuiet));
     }
-    if (next < 0) return -1;
-    return static_cast<int>(std::max(0.0, next - now_s()) * 1000) + 1;
+    return next;
   }
+
+  // Slurm's pipe has room again: learn from what it still holds how long to wait next time
+  // it is full (WritePacing), write, and if it is full again, wait that long before polling it.
+  void write_again(Stream& s) {
+    if (s.full && s.pipe_size > 0) {
+      int queued = 0;
+      if (::ioctl(s.out, FIONREAD, &queued) == 0 && queued >= 0)
+        s.pacing.came_back(static_cast<std::size_t>(queued), s.pipe_size);
+    }
+    flush(s);
+    settle(s);
+    pace(s);
+  }
+  static void pace(Stream& s) { s.write_at = s.full && s.pacing.wait() > 0 ? now_s() + s.pacing.wait() : 0; }
 
   // At an exited task's drain limit the input ends after what its pipe holds then. While
   // srun is slow the thread does not read, so "quiet" may only mean held back: those
@@ -345,6 +394,10 @@ class Loop {
       set_nonblocking(out);
       set_nonblocking(in);
       streams_.push_back(std::make_unique<Stream>(in, out, tag, h->tag, h->max_line));
+      if (is_pipe(out)) {
+        const int size = ::fcntl(out, F_GETPIPE_SZ);
+        streams_.back()->pipe_size = size > 0 ? static_cast<std::size_t>(size) : 0;
+      }
       streams_.back()->task = h->local_id;
       if (ended(h->local_id)) streams_.back()->exited_at = now_s();
     };
@@ -390,6 +443,23 @@ class Loop {
     return relay_read_limit(s.lines, s.tag && !s.raw, room);
   }
 
+  // Reads, tags and writes on while srun takes it all and the pipe has more, so that a
+  // steady stream costs a read and a write per piece and no poll between them (a poll
+  // wakes the thread and registers every fd again). At most kRoundRead per round: the
+  // other streams get their turn.
+  void pump(Stream& s) {
+    for (std::size_t got = 0; got < kRoundRead;) {
+      const std::size_t limit = read_limit(s);
+      if (limit == 0) return;
+      const ReadResult r = read_once(s, buf_, limit);
+      flush(s);
+      settle(s);
+      pace(s);
+      if (r.ended || r.emptied || s.has_pending()) return;
+      got += limit;
+    }
+  }
+
   // At stop: what srun takes now goes out, in pieces within the budgets, and at most
   // kFinalReadMax of input; nothing waits. The rest is dropped, as slurmstepd, which has
   // stopped waiting for the step's output by now, drops what it still holds.
@@ -399,7 +469,7 @@ class Loop {
       for (std::size_t got = 0; s->in >= 0 && !s->has_pending() && got < kFinalReadMax;) {
         const std::size_t limit = read_limit(*s);
         pollfd p{s->in, POLLIN, 0};
-        if (limit == 0 || ::poll(&p, 1, 0) <= 0 || !read_once(*s, buf_, limit)) break;
+        if (limit == 0 || ::poll(&p, 1, 0) <= 0 || read_once(*s, buf_, limit).ended) break;
         got += limit;
         flush(*s);
         settle(*s);
