@@ -85,6 +85,17 @@ std::optional<PreparedTask> prepare_task(StepInputs in, EnvTarget& env, bool mas
   return p;
 }
 
+std::size_t prepared_bytes(const PreparedTask& p) {
+  std::size_t n = sizeof p + p.hostname.size() + p.plan.host.size() + p.plan.tag_text.size();
+  for (const auto* v : {&p.env.cuda_visible_devices, &p.env.step_nodelist, &p.env.job_nodelist, &p.env.submit_dir,
+                        &p.env.labelio, &p.env.nodename, &p.env.port_salt})
+    n += v->value_or("").size();
+  for (const auto& r : p.reads) n += sizeof r + r.name.size() + r.value.value_or("").size();
+  for (const auto& [name, value] : p.sets) n += 2 * sizeof(std::string) + name.size() + value.size();
+  for (const auto& line : p.plan.notices) n += sizeof line + line.size();
+  return n;
+}
+
 bool task_may_use(const PreparedTask& p, const TaskView& t) {
   if (!t.env || !same_ids(p.ids, t.ids)) return false;
   // The task variables plan_step reads (read_task_env), each by what it decides there.

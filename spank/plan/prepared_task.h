@@ -32,6 +32,14 @@ struct PreparedTask {
   StepPlan plan;
 };
 
+// What a prepared plan holds in root's slurmstepd: its strings' bytes. The user chooses
+// the variables it copies (up to 8 KiB each), so a step's plans are bounded together:
+// past kPreparedStepBudget no task is prepared and each plans itself, in its own memory
+// (adversary review 3, B2). A plain task's plan is about 4.5 KiB: 2 MiB holds a node's 256
+// tasks, and fewer than 32 plans of a user's 8 KiB values.
+std::size_t prepared_bytes(const PreparedTask& p);
+constexpr std::size_t kPreparedStepBudget = 2u << 20;
+
 // Plans one task as task_init would, reading `env` (the job's environment) and writing
 // nothing to it. nullopt: the plan needs the task itself. `in.user_env` is ignored.
 std::optional<PreparedTask> prepare_task(StepInputs in, EnvTarget& env, bool master_addr_fixed);

@@ -263,6 +263,7 @@ void prepare_tasks(spank_t sp) {
   t.master_addr = g.master_addr.empty() ? slurm_compat::first_host(master_nodelist(base.env)) : g.master_addr;
   std::vector<PreparedTask> prepared;
   prepared.reserve(local_count);
+  std::size_t bytes = 0;
   for (std::uint32_t local = 0; local < local_count; ++local) {
     std::uint32_t global = 0;
     if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, local, &global) != ESPANK_SUCCESS) return;
@@ -271,6 +272,8 @@ void prepare_tasks(spank_t sp) {
     in.ids.local_rank = static_cast<int>(local);
     auto p = prepare_task(std::move(in), env, !g.master_addr.empty());
     if (!p) return;  // the plan needs the task itself: each one plans as before
+    bytes += prepared_bytes(*p);
+    if (bytes > kPreparedStepBudget) return;  // the user's variables are large: each task plans itself
     prepared.push_back(std::move(*p));
   }
   g.prepared = std::move(prepared);

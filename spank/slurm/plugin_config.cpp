@@ -5,9 +5,11 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <ctime>
 #include <optional>
@@ -89,13 +91,36 @@ std::optional<std::string> read_cache(const std::string& dir, const std::string&
   return out;
 }
 
-// Root only. The cache may be read by whom the config file may be: its read bits for
-// group and others, never more.
-bool write_cache(const std::string& dir, const std::string& name, const std::string& bytes, mode_t config_mode) {
+bool has_access_acl(const char* path) {
+  return ::getxattr(path, "system.posix_acl_access", nullptr, 0) >= 0 || errno == ERANGE;
+}
+
+// Whether any user may read the config by its path: the file readable by others and every
+// directory above it searchable by others, none of them with an access ACL (which may deny
+// someone what the mode allows). Where not, the cache is root's alone (0600): srun then
+// reads the YAML as before. Copying the file's own read bits was not enough: a 0644 file in
+// a 0700 dir, an ACL, or a group other than root's (adversary review 3, B1).
+bool others_may_read(const std::string& path, const struct stat& st) {
+  if ((st.st_mode & S_IROTH) == 0 || has_access_acl(path.c_str())) return false;
+  char real[PATH_MAX];
+  if (!::realpath(path.c_str(), real)) return false;
+  std::string dir = real;
+  while (true) {
+    const auto slash = dir.rfind('/');
+    if (slash == std::string::npos) return false;
+    dir.resize(slash == 0 ? 1 : slash);
+    struct stat d;
+    if (::stat(dir.c_str(), &d) != 0 || (d.st_mode & S_IXOTH) == 0 || has_access_acl(dir.c_str())) return false;
+    if (dir == "/") return true;
+  }
+}
+
+// Root only. The cache may be read by every user only where every user may read the config.
+bool write_cache(const std::string& dir, const std::string& name, const std::string& bytes, bool public_config) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
   const int dfd = open_cache_dir(dir);
   if (dfd < 0) return false;
-  const mode_t mode = 0600 | (config_mode & 0044);
+  const mode_t mode = public_config ? 0644 : 0600;
   const Replace r = replace_file(dfd, name.c_str(), random_names("." + name + ".", ".tmp", 4), bytes, mode);
   ::close(dfd);
   return r.step == Replace::done;
@@ -148,7 +173,7 @@ Result<Config> load_config_cached(const std::string& path, const ConfigCachePlac
   h = ConfigLoad::yaml;
   // A config with errors is not kept: each step says so again, until it is fixed.
   if (cfg && !place.dir.empty() && place.may_write && settled(id, now) &&
-      write_cache(place.dir, name, encode_cache(id, *bytes), source.value().stat().st_mode))
+      write_cache(place.dir, name, encode_cache(id, *bytes), others_may_read(path, source.value().stat())))
     h = ConfigLoad::yaml_cached;
   return cfg;
 }

@@ -266,3 +266,22 @@ TEST(PreparedTask, EnvLookupFindsTheFirstExactName) {
   EXPECT_EQ(env_lookup(dup, "X"), std::optional<std::string_view>("first"));
   EXPECT_EQ(env_lookup(dup, "Y"), std::nullopt);
 }
+
+// Adversary review 3, B2: the variables a plan copies are the user's (up to 8 KiB each),
+// and root's slurmstepd keeps one plan per local task. A plain task's plan is a few KiB, so
+// a node's 256 tasks fit the step's budget; a user's 8 KiB values make a plan of more than
+// 100 KiB, and the budget stops the preparing after a few (each task then plans itself).
+TEST(PreparedTask, APlanIsAFewKilobytesAndTheUsersLargeValuesCountInIt) {
+  MapEnv env = job_env();
+  const std::size_t plain = prepared_bytes(prepared(node_inputs(), env));
+  EXPECT_LT(plain, 8192u);
+  EXPECT_LT(256 * plain, kPreparedStepBudget);
+  const std::string big(8191, 'x');
+  for (const char* name : {"MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "PET_NNODES",
+                           "PET_NODE_RANK", "PET_NPROC_PER_NODE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                           "GPUDIAG_INJECTED", "NCCL_IB_TIMEOUT", "TORCHELASTIC_RUN_ID"})
+    env.vars[name] = big;
+  const std::size_t large = prepared_bytes(prepared(node_inputs(), env));
+  EXPECT_GT(large, 12 * 8191u);
+  EXPECT_LT(kPreparedStepBudget / large, 32u);
+}

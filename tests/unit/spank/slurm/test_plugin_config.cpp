@@ -101,6 +101,36 @@ TEST_F(PluginConfig, AConfigOnlyRootMayReadGivesACacheOnlyRootMayRead) {
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
+// Adversary review 3, B1: the cache is for every user only where every user may read the
+// config by its path: a dir above it closed to others, a group-only file or an ACL keep it
+// root's (0600).
+TEST_F(PluginConfig, ACacheIsPublicOnlyWhereEveryUserMayReadTheConfigByItsPath) {
+  if (!is_root()) GTEST_SKIP() << "the cache is root's";
+  const std::string closed = top + "/closed";
+  ASSERT_EQ(::mkdir(closed.c_str(), 0700), 0);
+  config = closed + "/gpudiag.yaml";
+  write(config, "plugin:\n  prefix: always\n");
+  ::chmod(config.c_str(), 0644);
+  EXPECT_EQ(load(later()), ConfigLoad::yaml_cached);
+  struct stat st {};
+  ASSERT_EQ(::stat(cache_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << "a 0644 file in a 0700 dir";
+
+  ::chmod(closed.c_str(), 0755);
+  ::chmod(config.c_str(), 0640);
+  write(config, "plugin:\n  prefix: never\n");
+  EXPECT_EQ(load(later()), ConfigLoad::yaml_cached);
+  ASSERT_EQ(::stat(cache_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << "a group-only file";
+
+  ::chmod(config.c_str(), 0644);
+  if (std::system(("setfacl -m u:nobody:--- '" + config + "' 2>/dev/null").c_str()) == 0) {
+    EXPECT_EQ(load(later()), ConfigLoad::yaml_cached);
+    ASSERT_EQ(::stat(cache_path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << "an ACL that keeps nobody out";
+  }
+}
+
 // Another user's cache, or a dir another user may write, is never read.
 TEST_F(PluginConfig, APlantedCacheIsNeverRead) {
   if (!is_root()) GTEST_SKIP() << "chown needs root";
