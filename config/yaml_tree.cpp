@@ -33,10 +33,28 @@ ConfigNode convert(const YAML::Node& n, int depth, std::size_t& count) {
   }
 }
 
+// yaml-cpp's parser recurses once per nested flow collection before any of our bounds can
+// look, so "[[[[..." of some 100,000 brackets would overflow the stack of slurmd or
+// slurmstepd (third adversary review: only the admin writes the file, but a crash there is
+// not a clear error). Brackets inside quotes or comments count too: a config never nests 64.
+bool flow_nesting_within(std::string_view text, int max) {
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[' || c == '{') {
+      if (++depth > max) return false;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<ConfigNode> yaml_to_tree(std::string_view text, const std::string& source) {
   std::size_t count = 0;
+  if (!flow_nesting_within(text, kMaxConfigDepth))
+    return Result<ConfigNode>::failure("gpudiag: " + source + ": not a config: too large or too deeply nested");
   try {
     return convert(YAML::Load(std::string(text)), 0, count);
   } catch (const YAML::Exception& e) {

@@ -110,3 +110,11 @@ TEST(ConfigTree, AnAliasBombIsRefusedNotExpanded) {
   ASSERT_FALSE(t);
   EXPECT_NE(t.error().find("gpudiag: bomb.yaml: not a config: too large"), std::string::npos) << t.error();
 }
+
+TEST(ConfigTree, DeepFlowNestingIsRefusedBeforeYamlCppRecursesIntoIt) {
+  const std::string deep = "a: " + std::string(100000, '[') + std::string(100000, ']') + "\n";
+  auto t = yaml_to_tree(deep, "deep.yaml");
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().find("gpudiag: deep.yaml: not a config: too large or too deeply nested"), std::string::npos);
+  EXPECT_TRUE(yaml_to_tree("a: [[1, 2], {b: [3]}]\n", "ok.yaml"));
+}
