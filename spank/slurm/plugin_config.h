@@ -5,9 +5,10 @@
 //
 // The cache dir (plugstack `config_cache=DIR`, default /run/gpudiag; `off`: none) is
 // root's: read only when it and the cache are root's and no one else may write them,
-// written only by root (slurmstepd's init, slurmd's), whose readers include every user's
-// srun, so the cache is readable by whom the config file is. A user's srun never writes
-// one; a planted or stale cache is never read (docs/SECURITY.md).
+// written only by root (slurmstepd's init, slurmd's). Its readers include every user's
+// srun, so it is readable by all only where every user may read the config by its path,
+// else root's alone. A user's srun never writes one; a planted or stale cache is never
+// read (docs/SECURITY.md).
 #include <string>
 
 #include "config/config.h"
