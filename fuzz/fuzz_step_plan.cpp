@@ -9,12 +9,14 @@
 // MASTER_ADDR (line 5); 4 the first node; bits 4-5 what the check found for each target.
 // Byte 10 makes a forked task differ from what user_init saw (prepared_task.h): where the
 // task may take user_init's plan, that plan is the one it would have made itself.
+#include <cstring>
 #include <map>
 #include <string>
 
 #include "fuzz/fuzz_input.h"
 #include "config/config.h"
 #include "config/config_file.h"
+#include "tests/unit/spank/plan/plan_env.h"
 #include "spank/plan/env_writer.h"
 #include "spank/plan/port_salt.h"
 #include "spank/plan/prepared_task.h"
@@ -79,18 +81,9 @@ void check_plan(const gpudiag::StepInputs& in, const gpudiag::StepPlan& plan) {
   }
 }
 
-// The job's or a task's environment, as spank_getenv and S_JOB_ENV see it.
-struct MapEnv : gpudiag::EnvTarget {
-  std::map<std::string, std::string> vars;
-  std::optional<std::string> get(const std::string& n) override {
-    auto it = vars.find(n);
-    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
-  }
-  bool set(const std::string& n, const std::string& v) override {
-    vars[n] = v;
-    return true;
-  }
-};
+// The job's or a task's environment, as spank_getenv and S_JOB_ENV see it: the unit
+// tests' own (one definition).
+using gpudiag::test::MapEnv;
 
 void put(MapEnv& env, const char* name, const std::optional<std::string>& value) {
   if (value) env.vars[name] = *value;
@@ -107,12 +100,30 @@ void put_task_env(MapEnv& env, const gpudiag::StepInputs& in) {
   put(env, gpudiag::kPortSaltEnv, in.env.port_salt);
 }
 
+// What an environment (a C string per variable) can hold of a value: up to its first NUL.
+// The task reads its variables through spank_getenv, so a NUL inside one cannot reach the
+// plan; a fuzzed StepInputs could otherwise differ from the environment array it stands for.
+void as_c_strings(gpudiag::StepInputs& in) {
+  auto cut = [](std::optional<std::string>& v) {
+    if (v) v->resize(std::strlen(v->c_str()));
+  };
+  for (auto* v : {&in.env.cuda_visible_devices, &in.env.step_nodelist, &in.env.job_nodelist, &in.env.submit_dir,
+                  &in.env.labelio, &in.env.nodename, &in.env.port_salt})
+    cut(*v);
+  in.hostname.resize(std::strlen(in.hostname.c_str()));
+}
+void as_c_strings(MapEnv& env) {
+  for (auto& [name, value] : env.vars) value.resize(std::strlen(value.c_str()));
+}
+
 void check_prepared(gpudiag::StepInputs node, unsigned diff, const std::vector<std::string_view>& lines) {
+  as_c_strings(node);
   MapEnv job;
   job.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "2";
   if (diff & 64) job.vars["MASTER_PORT"] = field(lines, 1).value_or("");
   node.env.step_nodelist = "n[0-3]";
   put_task_env(job, node);
+  as_c_strings(job);
   const auto before = job.vars;
   const bool fixed = (diff & 128) != 0;
   auto p = gpudiag::prepare_task(node, job, fixed);
@@ -134,7 +145,9 @@ void check_prepared(gpudiag::StepInputs node, unsigned diff, const std::vector<s
   }
   if (diff & 512) task.env.submit_dir = field(lines, 2);
   if (diff & 1024) task.cwd = "/elsewhere";
+  as_c_strings(task);
   put_task_env(env, task);
+  as_c_strings(env);
   std::vector<std::string> entries;
   for (const auto& [k, v] : env.vars) entries.push_back(k + "=" + v);
   std::vector<const char*> array;
