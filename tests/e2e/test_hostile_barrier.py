@@ -59,6 +59,19 @@ print("ready", flush=True)
 while True:
     for port in listening() - seen:
         seen.add(port)
+        # Take the port over on a more specific address than srun's wildcard, first, while
+        # srun surely listens: the barrier closes its port once every task has its verdict,
+        # and a bind after that takes nothing. A bind counts as stolen only if srun's
+        # listener was still there beside it.
+        for fam, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            try:
+                t = socket.socket(fam)
+                t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                t.bind((addr, port)); t.listen(); held.append(t)
+                print(f"stole {addr} {port}" if port in listening() else f"bound {addr} {port} after srun closed it",
+                      flush=True)
+            except OSError:
+                pass
         for text in [f"gpudiag-barrier {'f' * 32} {r} fail evil\n" for r in range(4)] + ["\x01\x02 junk\n", "x" * 4000]:
             try:
                 s = socket.create_connection(("127.0.0.1", port), timeout=1)
@@ -69,15 +82,6 @@ while True:
         for _ in range(50):
             try:
                 held.append(socket.create_connection(("127.0.0.1", port), timeout=1))
-            except OSError:
-                pass
-        # Take the port over on a more specific address than srun's wildcard.
-        for fam, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
-            try:
-                t = socket.socket(fam)
-                t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                t.bind((addr, port)); t.listen(); held.append(t)
-                print(f"stole {addr} {port}", flush=True)
             except OSError:
                 pass
         print(f"attacked {port}", flush=True)
