@@ -4,6 +4,7 @@
 #include <set>
 
 #include "util/text_lists.h"
+#include "util/visible_gpus.h"
 
 namespace gpudiag::fabric {
 namespace {
@@ -21,14 +22,6 @@ Finding layout(const std::string& subject, const std::string& message) {
 }
 
 }  // namespace
-
-int visible_gpu_count(const std::map<std::string, std::string>& env) {
-  auto it = env.find("CUDA_VISIBLE_DEVICES");
-  if (it == env.end()) return -1;
-  int n = 0;
-  for (const auto& item : split_list(it->second)) n += !item.empty();
-  return n;
-}
 
 std::vector<Finding> find_layout_mistakes(const std::vector<TaskHello>& tasks, std::uint32_t total_tasks) {
   std::vector<Finding> out;
@@ -60,7 +53,8 @@ std::vector<Finding> find_layout_mistakes(const std::vector<TaskHello>& tasks, s
                                      std::to_string(devices.size()) + " or --gpus-per-task=1"));
     for (const TaskHello* t : ts) {
       if (t->launcher != "torchrun") continue;
-      const int gpus = visible_gpu_count(t->env);
+      const auto cvd = t->env.find("CUDA_VISIBLE_DEVICES");
+      const int gpus = cvd == t->env.end() ? 0 : count_visible_gpus(cvd->second).value_or(0);
       auto nproc = whole(t->env, "PET_NPROC_PER_NODE");
       if (gpus > 0 && nproc && *nproc > gpus) {
         out.push_back(layout(node, "torchrun on " + node + " starts " + std::to_string(*nproc) +

@@ -15,7 +15,4 @@ namespace gpudiag::fabric {
 
 std::vector<Finding> find_layout_mistakes(const std::vector<TaskHello>& tasks, std::uint32_t total_tasks);
 
-// The GPUs a CUDA_VISIBLE_DEVICES value names (-1: unset, every GPU).
-int visible_gpu_count(const std::map<std::string, std::string>& env);
-
 }  // namespace gpudiag::fabric

@@ -21,7 +21,7 @@
 #include "spank/plan/port_salt.h"
 #include "spank/plan/prepared_task.h"
 #include "spank/plan/step_plan.h"
-#include "spank/plan/visible_gpus.h"
+#include "util/visible_gpus.h"
 #include "spank/preflight/rendezvous_check.h"
 
 namespace {

@@ -5,7 +5,7 @@
 
 #include "spank/plan/diag_options.h"
 #include "spank/plan/port_salt.h"
-#include "spank/plan/visible_gpus.h"
+#include "util/visible_gpus.h"
 
 namespace gpudiag {
 namespace {

@@ -6,7 +6,7 @@
 #include "util/this_host.h"
 #include "spank/plan/failfast_env.h"
 #include "spank/plan/prefix_format.h"
-#include "spank/plan/visible_gpus.h"
+#include "util/visible_gpus.h"
 
 namespace gpudiag {
 namespace {

@@ -12,7 +12,7 @@
 #include "nodeinfo/pci_devices.h"
 #include "nodeinfo/rooted_fs.h"
 #include "util/text_lists.h"
-#include "spank/plan/visible_gpus.h"
+#include "util/visible_gpus.h"
 
 namespace gpudiag {
 namespace {

@@ -47,7 +47,7 @@ TEST(ConfigTree, KeepsKindsTextLinesAndOrder) {
 }
 
 TEST(ConfigTree, BytesGiveBackTheSameTree) {
-  for (const std::string yaml : {std::string(""), std::string("x"), std::string("a: [1, 2, {b: c}]\n"), example_text()}) {
+  for (const std::string& yaml : {std::string(""), std::string("x"), std::string("a: [1, 2, {b: c}]\n"), example_text()}) {
     ConfigNode t = tree_of(yaml);
     auto back = tree_from_bytes(tree_to_bytes(t));
     ASSERT_TRUE(back) << yaml.substr(0, 40);

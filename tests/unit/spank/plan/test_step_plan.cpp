@@ -8,7 +8,7 @@
 
 #include "spank/plan/env_writer.h"
 #include "spank/plan/step_plan.h"
-#include "spank/plan/visible_gpus.h"
+#include "util/visible_gpus.h"
 #include "tests/unit/spank/plan/plan_env.h"
 
 using namespace gpudiag;

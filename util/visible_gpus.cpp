@@ -1,4 +1,4 @@
-#include "spank/plan/visible_gpus.h"
+#include "util/visible_gpus.h"
 
 namespace gpudiag {
 

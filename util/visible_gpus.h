@@ -1,6 +1,7 @@
 #pragma once
 // How many GPUs a task sees, from CUDA_VISIBLE_DEVICES: one rule for torchrun's
-// PET_NPROC_PER_NODE and for the preflight's "sees N but N were allocated".
+// PET_NPROC_PER_NODE, the preflight's "sees N but N were allocated" and the fabric
+// test's torchrun layout check.
 #include <optional>
 #include <string_view>
 
