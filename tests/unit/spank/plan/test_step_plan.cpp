@@ -405,7 +405,21 @@ TEST(VisibleGpus, OneCountForThePlanAndThePreflight) {
   EXPECT_EQ(count_visible_gpus(std::string("GPU-8f1c,GPU-77aa")), 2);
   // Empty entries name no device (the plugin used to count commas: "0,1," was 3).
   EXPECT_EQ(count_visible_gpus(std::string("0,1,")), 2);
-  EXPECT_EQ(count_visible_gpus(std::string(",0,,1")), 2);
+}
+
+// What a real CUDA 13.0 counted on an H100 (driver 580.159.04; docs/BENCHMARKS.md): it
+// stops at the first empty or malformed entry, and a repeated entry makes cuInit fail.
+TEST(VisibleGpus, CountsAsARealCudaDoes) {
+  EXPECT_EQ(count_visible_gpus(std::string(",0")), 0);
+  EXPECT_EQ(count_visible_gpus(std::string("0,,")), 1);
+  EXPECT_EQ(count_visible_gpus(std::string(",0,,1")), 0);
+  EXPECT_EQ(count_visible_gpus(std::string("0,,1")), 1);
+  EXPECT_EQ(count_visible_gpus(std::string("35e05b23-8a31-e67f-038b-f99e17abdfab")), 0);  // no GPU- prefix
+  EXPECT_EQ(count_visible_gpus(std::string("GPU-35e05b23")), 1);  // a unique prefix is enough
+  EXPECT_EQ(count_visible_gpus(std::string("0,0")), 0);
+  EXPECT_EQ(count_visible_gpus(std::string("GPU-35e05b23,GPU-35e05b23")), 0);
+  EXPECT_EQ(count_visible_gpus(std::string("0,GPU-")), 1);
+  EXPECT_EQ(count_visible_gpus(std::string("0,x,1")), 1);
 }
 
 // Slurm 26.05 can put GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices (full UUIDs,
