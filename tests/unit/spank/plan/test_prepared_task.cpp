@@ -285,3 +285,119 @@ TEST(PreparedTask, APlanIsAFewKilobytesAndTheUsersLargeValuesCountInIt) {
   EXPECT_GT(large, 12 * 8191u);
   EXPECT_LT(kPreparedStepBudget / large, 32u);
 }
+
+namespace {
+
+// Both local tasks of node0 prepared, and what they set alike taken out (user_init's work).
+struct NodeTasks {
+  StepInputs in = node_inputs();
+  MapEnv job = job_env();
+  std::vector<PreparedTask> tasks;
+  CommonEnv common;
+  NodeTasks() {
+    for (int local : {0, 1}) {
+      StepInputs t = in;
+      t.ids.local_rank = local;
+      t.ids.rank = local;
+      tasks.push_back(prepared(t, job));
+    }
+    common = factor_common_env(tasks, job);
+  }
+  // A forked task's variables: the job's with the common ones, and Slurm's.
+  std::map<std::string, std::string> forked(int local) const {
+    MapEnv with = job;
+    for (const auto& [name, value] : common.sets) with.vars[name] = value;
+    auto vars = task_vars(with);
+    vars["SLURM_PROCID"] = vars["SLURM_LOCALID"] = std::to_string(local);
+    return vars;
+  }
+  StepInputs task_inputs(int local) const {
+    StepInputs t = in;
+    t.ids.local_rank = t.ids.rank = local;
+    t.env.nodename = "node0";
+    return t;
+  }
+};
+
+std::map<std::string, std::string> undone(const CommonEnv& common, std::map<std::string, std::string> vars) {
+  EnvArray env(vars);
+  for (const auto& r : common_env_undo(common, env.ptrs.data())) {
+    if (r.value) vars[r.name] = *r.value;
+    else vars.erase(r.name);
+  }
+  return vars;
+}
+
+}  // namespace
+
+// Issue 34: what every task of the node sets alike is set once, before the fork; a task
+// applies only its own, and ends with exactly what it would have planned itself.
+TEST(PreparedTask, WhatTheNodesTasksSetAlikeIsSetOnceAndEachTaskAppliesOnlyItsOwn) {
+  NodeTasks n;
+  auto common_has = [&](const std::string& name) {
+    for (const auto& [k, v] : n.common.sets)
+      if (k == name) return true;
+    return false;
+  };
+  for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NCCL_IB_TIMEOUT", "NCCL_ASYNC_ERROR_HANDLING"})
+    EXPECT_TRUE(common_has(name)) << name;
+  for (const char* name : {"RANK", "LOCAL_RANK"}) EXPECT_FALSE(common_has(name)) << name;
+  ASSERT_EQ(n.common.before.size(), n.common.sets.size());
+  EXPECT_EQ(n.common.before.front().value, std::nullopt);  // the plan sets only what was unset
+  for (int local : {0, 1}) {
+    SCOPED_TRACE(local);
+    const PreparedTask& p = n.tasks[static_cast<std::size_t>(local)];
+    EXPECT_LE(p.sets.size(), 3u);  // RANK, LOCAL_RANK and the record of what was injected
+    for (const auto& [name, value] : p.sets) EXPECT_FALSE(common_has(name)) << name;
+    const auto vars = n.forked(local);
+    EnvArray env(vars);
+    ASSERT_TRUE(task_may_use(p, view_of(p.ids, env), n.common));
+    // Without the common variables (as before this change) the same environment results.
+    EXPECT_EQ(replayed(p, vars), planned_in_task(n.task_inputs(local), undone(n.common, vars)));
+    EXPECT_EQ(replayed(p, vars).at("RANK"), std::to_string(local));
+  }
+  // A task without the common variables (they were not set) does not take the plan.
+  auto bare = task_vars(n.job);
+  EnvArray env(bare);
+  EXPECT_FALSE(task_may_use(n.tasks[1], view_of(n.tasks[1].ids, env), n.common));
+}
+
+// A common variable that something changed in the task (another plugin's task_init) sends
+// the task to its own plan, from the environment it would have had: the changed value
+// stays, the rest of what user_init set is put back as it was.
+TEST(PreparedTask, ATaskWhoseCommonVariableChangedPlansItselfFromWhatItWouldHaveHad) {
+  NodeTasks n;
+  auto vars = n.forked(1);
+  vars["MASTER_PORT"] = "29500";
+  EnvArray env(vars);
+  EXPECT_FALSE(task_may_use(n.tasks[1], view_of(n.tasks[1].ids, env), n.common));
+  auto expected = task_vars(n.job);
+  expected["MASTER_PORT"] = "29500";
+  EXPECT_EQ(undone(n.common, vars), expected);
+  // A user's value the plan copied to a second name: that name is unset again.
+  EXPECT_EQ(undone(n.common, vars).count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
+  EXPECT_EQ(undone(n.common, vars).at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
+  // Without the task's environment at all, everything goes back.
+  EXPECT_EQ(common_env_undo(n.common, nullptr).size(), n.common.sets.size());
+}
+
+// One task alone on its node: everything it sets is common; tasks that set a name to
+// different values keep it as their own.
+TEST(PreparedTask, OnlyWhatEveryTaskSetsToTheSameValueIsCommon) {
+  std::vector<PreparedTask> tasks(3);
+  tasks[0].sets = {{"A", "1"}, {"B", "x"}, {"C", "1"}, {"A", "2"}};
+  tasks[1].sets = {{"A", "2"}, {"B", "y"}, {"C", "1"}};
+  tasks[2].sets = {{"C", "1"}, {"A", "2"}, {"B", "x"}, {"D", "4"}};
+  MapEnv job;
+  job.vars = {{"C", "0"}};
+  const CommonEnv c = factor_common_env(tasks, job);
+  EXPECT_EQ(c.sets, (EnvList{{"A", "2"}, {"C", "1"}}));
+  ASSERT_EQ(c.before.size(), 2u);
+  EXPECT_EQ(c.before[0].value, std::nullopt);
+  EXPECT_EQ(c.before[1].value, std::optional<std::string>("0"));
+  EXPECT_EQ(tasks[0].sets, (EnvList{{"B", "x"}}));
+  EXPECT_EQ(tasks[1].sets, (EnvList{{"B", "y"}}));
+  EXPECT_EQ(tasks[2].sets, (EnvList{{"B", "x"}, {"D", "4"}}));
+  std::vector<PreparedTask> none;
+  EXPECT_TRUE(factor_common_env(none, job).sets.empty());
+}
