@@ -30,6 +30,18 @@ int exit(spank_t sp);
 }  // namespace in_srun
 
 namespace in_slurmstepd {
+// What went wrong in slurmstepd before the tasks (an exception included): logged and kept,
+// it fails each task in task_init with its text. The step is the job's; a callback's
+// non-zero return there could count against the node (Slurm 25.05 and later treat any
+// non-zero return as an error, and slurm_spank_init_failure_mode covers init alone).
+void keep_error(const char* where, const char* text) noexcept;
+
+// Every entry point of slurmstepd's options: an exception is the job's error (keep_error).
+template <class F>
+int guarded_remote(const char* where, F&& body) noexcept {
+  return guarded_call(&keep_error, where, 0, std::forward<F>(body));
+}
+
 int init(spank_t sp, int ac, char** av);
 int diag_option(const char* optarg);
 int init_post_opt(spank_t sp);

@@ -21,8 +21,9 @@ extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
 // ESPANK_NODE_FAILURE (the default) drains the node, ESPANK_JOB_FAILURE fails the job. A
 // failure of gpudiag's own init (a bad config, an error of ours) is the job's problem and
 // must never take the node out of service. gpudiag's init already returns 0 in slurmstepd
-// for a bad config and fails the tasks instead (in_slurmstepd.cpp, Stepd::remote_error); this covers what
-// is left (an option that cannot be registered, an exception). Older releases have no such
+// for a bad config and fails the tasks instead (in_slurmstepd.cpp, Stepd::remote_error), and
+// so do its option callback and init_post_opt, an exception included (guarded_remote); this
+// covers what is left (an option that cannot be registered). Older releases have no such
 // variable: there a non-zero init return fails the step's launch.
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
 extern "C" {
@@ -33,8 +34,8 @@ int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
 namespace gpudiag {
 
 int diag_option_cb(int, const char* optarg, int remote) {
+  if (remote) return in_slurmstepd::guarded_remote("--diag", [&] { return in_slurmstepd::diag_option(optarg); });
   return guarded("--diag", -1, [&] {
-    if (remote) return in_slurmstepd::diag_option(optarg);
     if (spank_context() == S_CTX_ALLOCATOR) return in_allocator::diag_option(optarg);
     return in_srun::diag_option(optarg);
   });
@@ -58,10 +59,11 @@ using namespace gpudiag;
 extern "C" {
 
 int slurm_spank_init(spank_t sp, int ac, char** av) {
+  if (spank_context() == S_CTX_REMOTE)
+    return in_slurmstepd::guarded_remote("init", [&] { return in_slurmstepd::init(sp, ac, av); });
   return guarded("init", -1, [&] {
     switch (spank_context()) {
       case S_CTX_LOCAL: return in_srun::init(sp, ac, av);
-      case S_CTX_REMOTE: return in_slurmstepd::init(sp, ac, av);
       case S_CTX_ALLOCATOR: return in_allocator::init(sp, ac, av);
       default: return init_elsewhere(ac, av);
     }
@@ -69,10 +71,11 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
 }
 
 int slurm_spank_init_post_opt(spank_t sp, int, char**) {
+  if (spank_context() == S_CTX_REMOTE)
+    return in_slurmstepd::guarded_remote("options", [&] { return in_slurmstepd::init_post_opt(sp); });
   return guarded("options", -1, [&] {
     switch (spank_context()) {
       case S_CTX_LOCAL: return in_srun::init_post_opt(sp);
-      case S_CTX_REMOTE: return in_slurmstepd::init_post_opt(sp);
       case S_CTX_ALLOCATOR: return in_allocator::init_post_opt(sp);
       default: return 0;
     }

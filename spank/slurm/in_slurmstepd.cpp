@@ -330,6 +330,14 @@ bool use_prepared(spank_t sp, const TaskIds& seen) {
 
 }  // namespace
 
+void keep_error(const char* where, const char* text) noexcept {
+  try {
+    remote_failure(std::string("gpudiag: ") + where + ": " + text);
+  } catch (...) {
+    slurm_error("gpudiag: %s: %s", where, text);
+  }
+}
+
 int init(spank_t sp, int ac, char** av) {
   auto cfg = load_plugin_config(ac, av);
   if (!cfg) {

@@ -414,12 +414,38 @@ TEST(VisibleGpus, CountsAsARealCudaDoes) {
   EXPECT_EQ(count_visible_gpus(std::string("0,,")), 1);
   EXPECT_EQ(count_visible_gpus(std::string(",0,,1")), 0);
   EXPECT_EQ(count_visible_gpus(std::string("0,,1")), 1);
-  EXPECT_EQ(count_visible_gpus(std::string("35e05b23-8a31-e67f-038b-f99e17abdfab")), 0);  // no GPU- prefix
+  // A UUID without its GPU- prefix: one that starts with a letter is no entry at all; one
+  // that starts with digits is an index to CUDA ("35e0..." is GPU 35, absent there, which
+  // only the node can tell).
+  EXPECT_EQ(count_visible_gpus(std::string("e05b23c1-8a31-e67f-038b-f99e17abdfab")), 0);
+  EXPECT_EQ(count_visible_gpus(std::string("35e05b23-8a31-e67f-038b-f99e17abdfab")), 1);
   EXPECT_EQ(count_visible_gpus(std::string("GPU-35e05b23")), 1);  // a unique prefix is enough
   EXPECT_EQ(count_visible_gpus(std::string("0,0")), 0);
   EXPECT_EQ(count_visible_gpus(std::string("GPU-35e05b23,GPU-35e05b23")), 0);
   EXPECT_EQ(count_visible_gpus(std::string("0,GPU-")), 1);
   EXPECT_EQ(count_visible_gpus(std::string("0,x,1")), 1);
+}
+
+// The rows adversary review 4 ran on the H100 (CUDA 13.0): an index is read as a number.
+TEST(VisibleGpus, AnIndexIsANumberAsCudaReadsIt) {
+  for (const char* one : {"00", "000", " 0", "0 ", "+0", "0a", "0x0", "0,-1", "0,GPU-zzzz"})
+    EXPECT_EQ(count_visible_gpus(std::string(one)), 1) << one;
+  for (const char* none : {"0,00", "00,0", "0, 0", "-1", "GPU-", "GPU-zzzz", "MIG-zzzz",
+                           "GPU-0570c82a,GPU-0570c82a-9948-507c-167d-339452ddf1be",
+                           "GPU-0570C82A-9948-507c-167d-339452ddf1be,GPU-0570c82a"})
+    EXPECT_EQ(count_visible_gpus(std::string(none)), 0) << none;
+  // An index and a UUID may name the same GPU; only the node knows (CUDA showed one here).
+  EXPECT_EQ(count_visible_gpus(std::string("GPU-0570c82a-9948-507c-167d-339452ddf1be,0")), 2);
+}
+
+// A list as long as a value may be (8 KiB of distinct indices) is counted in n log n: root's
+// slurmstepd counts once per local task (adversary review 4: 2.5 ms a call before).
+TEST(VisibleGpus, ALongListIsCountedOnce) {
+  std::string list;
+  int n = 0;
+  for (; list.size() < 8000; ++n) list += (n ? "," : "") + std::to_string(n);
+  EXPECT_EQ(count_visible_gpus(list), n);
+  EXPECT_EQ(count_visible_gpus(list + ",0"), 0);
 }
 
 // Slurm 26.05 can put GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices (full UUIDs,
