@@ -115,19 +115,6 @@ spank_err_t spank_setenv(spank_t sp, const char* var, const char* val, int overw
   return ESPANK_SUCCESS;
 }
 
-spank_err_t spank_unsetenv(spank_t sp, const char* var) {
-  (void)sp;
-  size_t n = strlen(var);
-  for (int i = 0; i < g_nenv; ++i)
-    if (strncmp(g_env[i], var, n) == 0 && g_env[i][n] == '=') {
-      free(g_env[i]);
-      g_env[i] = g_env[--g_nenv];
-      g_env[g_nenv] = NULL;
-      break;
-    }
-  return ESPANK_SUCCESS;
-}
-
 void slurm_info(const char* fmt, ...) { (void)fmt; }
 void slurm_error(const char* fmt, ...) {
   va_list ap;

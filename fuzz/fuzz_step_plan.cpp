@@ -130,24 +130,14 @@ void check_prepared(gpudiag::StepInputs node, unsigned diff, const std::vector<s
   GPUDIAG_FUZZ_CHECK(job.vars == before);  // user_init plans without writing
   if (!p) return;
   GPUDIAG_FUZZ_CHECK(!p->plan.fail && p->plan.diag_dir.empty() && !p->plan.preflight && p->plan.hang.duration_s == 0);
-  // The node's other task (user_init prepares every local one), and what the two set
-  // alike, which user_init sets in the job's environment before the fork.
-  std::vector<gpudiag::PreparedTask> tasks{std::move(*p)};
-  if (diff & 4096) {
-    gpudiag::StepInputs sibling = node;
-    sibling.ids.local_rank = node.ids.local_rank + 1;
-    sibling.ids.rank = node.ids.rank + 1;
-    if (auto q = gpudiag::prepare_task(sibling, job, fixed)) tasks.push_back(std::move(*q));
-  }
-  const gpudiag::CommonEnv common = gpudiag::factor_common_env(tasks, job);
-  GPUDIAG_FUZZ_CHECK(job.vars == before);
-  const gpudiag::PreparedTask& mine = tasks.front();
 
   gpudiag::StepInputs task = node;
+  MapEnv env = job;
   if (diff & 1) task.env.nodename = field(lines, 5);
   if (diff & 2) task.env.cuda_visible_devices = field(lines, 3);
   if (diff & 4) task.env.labelio = field(lines, 5);
   if (diff & 8) task.env.port_salt = field(lines, 1);
+  if (diff & 16) env.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = field(lines, 2).value_or("");
   if (diff & 32) task.hostname = field(lines, 3).value_or("");
   if (diff & 256) {
     task.env.step_nodelist = "m[0-3]";
@@ -156,55 +146,30 @@ void check_prepared(gpudiag::StepInputs node, unsigned diff, const std::vector<s
   if (diff & 512) task.env.submit_dir = field(lines, 2);
   if (diff & 1024) task.cwd = "/elsewhere";
   as_c_strings(task);
-  // What happens in the forked task before gpudiag's task_init: Slurm's variables, a
-  // user's value changed, one of the common variables given another value (another
-  // plugin's task_init).
-  auto in_the_task = [&](MapEnv& e) {
-    if (diff & 16) e.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = field(lines, 2).value_or("");
-    put_task_env(e, task);
-    if ((diff & 2048) && !common.sets.empty()) {
-      const auto& [name, value] = common.sets[byte_at(field(lines, 4).value_or(""), 0) % common.sets.size()];
-      e.vars[name] = value + "x";
-    }
-    as_c_strings(e);
-  };
-  MapEnv env = job;  // as the task would have it without the common variables
-  in_the_task(env);
-  MapEnv forked = job;  // as it has it
-  for (const auto& [name, value] : common.sets) forked.vars[name] = value;
-  in_the_task(forked);
+  put_task_env(env, task);
+  as_c_strings(env);
   std::vector<std::string> entries;
-  for (const auto& [k, v] : forked.vars) entries.push_back(k + "=" + v);
+  for (const auto& [k, v] : env.vars) entries.push_back(k + "=" + v);
   std::vector<const char*> array;
   for (const auto& e : entries) array.push_back(e.c_str());
   array.push_back(nullptr);
-
-  // A task that plans itself first puts back what user_init set: it then has exactly
-  // the environment it would have had without the common variables.
-  MapEnv restored = forked;
-  for (const auto& r : gpudiag::common_env_undo(common, array.data())) {
-    if (r.value) restored.vars[r.name] = *r.value;
-    else restored.vars.erase(r.name);
-  }
-  GPUDIAG_FUZZ_CHECK(restored.vars == env.vars);
-
   gpudiag::TaskView view;
   view.ids = task.ids;
   view.env = array.data();
   view.hostname = task.hostname;
-  if (!gpudiag::task_may_use(mine, view, common)) return;
+  if (!gpudiag::task_may_use(*p, view)) return;
 
   // What the task would have done itself.
   task.user_env = &env;
   const gpudiag::StepPlan own = gpudiag::plan_step(task);
   GPUDIAG_FUZZ_CHECK(!own.fail);
-  GPUDIAG_FUZZ_CHECK(own.notices == mine.plan.notices && own.host == mine.plan.host && own.tag == mine.plan.tag &&
-                     own.tag_text == mine.plan.tag_text && own.diag_dir.empty() && !own.preflight &&
-                     own.hang.duration_s == 0 && own.hang_asked == mine.plan.hang_asked);
+  GPUDIAG_FUZZ_CHECK(own.notices == p->plan.notices && own.host == p->plan.host && own.tag == p->plan.tag &&
+                     own.tag_text == p->plan.tag_text && own.diag_dir.empty() && !own.preflight &&
+                     own.hang.duration_s == 0 && own.hang_asked == p->plan.hang_asked);
   MapEnv applied = env;
   gpudiag::apply_env(applied, own.env);
-  for (const auto& [name, value] : mine.sets) forked.vars[name] = value;
-  GPUDIAG_FUZZ_CHECK(applied.vars == forked.vars);
+  for (const auto& [name, value] : p->sets) env.vars[name] = value;
+  GPUDIAG_FUZZ_CHECK(applied.vars == env.vars);
 }
 
 }  // namespace

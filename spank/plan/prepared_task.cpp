@@ -96,60 +96,8 @@ std::size_t prepared_bytes(const PreparedTask& p) {
   return n;
 }
 
-CommonEnv factor_common_env(std::vector<PreparedTask>& tasks, EnvTarget& job_env) {
-  CommonEnv common;
-  if (tasks.empty()) return common;
-  // Each task's final value of each name it sets (apply_env may set one twice).
-  auto finals = [](const EnvList& sets) {
-    std::map<std::string, std::string> out;
-    for (const auto& [name, value] : sets) out[name] = value;
-    return out;
-  };
-  std::map<std::string, std::string> shared = finals(tasks.front().sets);
-  for (std::size_t i = 1; i < tasks.size() && !shared.empty(); ++i) {
-    const auto mine = finals(tasks[i].sets);
-    for (auto it = shared.begin(); it != shared.end();) {
-      auto m = mine.find(it->first);
-      it = m == mine.end() || m->second != it->second ? shared.erase(it) : std::next(it);
-    }
-  }
-  // In the first task's order, each name once, at its final value.
-  for (const auto& [name, value] : tasks.front().sets) {
-    auto it = shared.find(name);
-    if (it == shared.end()) continue;
-    common.sets.emplace_back(name, it->second);
-    common.before.push_back({name, job_env.get(name)});
-    shared.erase(it);
-  }
-  for (auto& t : tasks) {
-    EnvList own;
-    for (auto& [name, value] : t.sets) {
-      bool is_common = false;
-      for (const auto& c : common.sets) is_common = is_common || c.first == name;
-      if (!is_common) own.emplace_back(std::move(name), std::move(value));
-    }
-    t.sets = std::move(own);
-  }
-  return common;
-}
-
-std::vector<EnvRead> common_env_undo(const CommonEnv& common, const char* const* env) {
-  std::vector<EnvRead> out;
-  for (std::size_t i = 0; i < common.sets.size() && i < common.before.size(); ++i) {
-    const auto now = env_lookup(env, common.sets[i].first);
-    if (!env || (now && *now == common.sets[i].second)) out.push_back(common.before[i]);
-  }
-  return out;
-}
-
-bool task_may_use(const PreparedTask& p, const TaskView& t, const CommonEnv& common) {
+bool task_may_use(const PreparedTask& p, const TaskView& t) {
   if (!t.env || !same_ids(p.ids, t.ids)) return false;
-  // What user_init set is still there: nothing changed it, so what the plan read under
-  // those names is what it read before them.
-  for (const auto& [name, value] : common.sets) {
-    const auto now = env_lookup(t.env, name);
-    if (!now || *now != value) return false;
-  }
   // The task variables plan_step reads (read_task_env), each by what it decides there.
   const auto nodename = env_lookup(t.env, "SLURMD_NODENAME");
   if ((nodename && !readable(*nodename)) || short_host_of(nodename, t.hostname) != p.plan.host) return false;
@@ -166,11 +114,8 @@ bool task_may_use(const PreparedTask& p, const TaskView& t, const CommonEnv& com
     return false;
   // SLURM_SUBMIT_DIR, the cwd and the uid decide only the diag dir and the watchdog's
   // state, which a prepared plan has none of.
-  for (const auto& r : p.reads) {
-    bool is_common = false;
-    for (const auto& c : common.sets) is_common = is_common || c.first == r.name;
-    if (!is_common && !same(r.value, env_lookup(t.env, r.name))) return false;
-  }
+  for (const auto& r : p.reads)
+    if (!same(r.value, env_lookup(t.env, r.name))) return false;
   return true;
 }
 

@@ -44,26 +44,6 @@ constexpr std::size_t kPreparedStepBudget = 2u << 20;
 // nothing to it. nullopt: the plan needs the task itself. `in.user_env` is ignored.
 std::optional<PreparedTask> prepare_task(StepInputs in, EnvTarget& env, bool master_addr_fixed);
 
-// What every prepared task of the node sets to the same value (issue 34): MASTER_ADDR,
-// WORLD_SIZE, the NCCL defaults and most of the rest. user_init sets them once in the
-// job's environment, which every fork inherits, so a task applies only its own (RANK,
-// LOCAL_RANK, GPUDIAG_INJECTED's tags of them): each spank_setenv in a task writes heap
-// pages the fork shared, which the task then copies.
-struct CommonEnv {
-  EnvList sets;                 // set in user_init, in this order
-  std::vector<EnvRead> before;  // each one's value in the job's environment before (nullopt: unset)
-};
-
-// Moves what every task of `tasks` ends up setting to the same value out of their `sets`,
-// with each one's value in `job_env` now. Pure but for `job_env`'s reads.
-CommonEnv factor_common_env(std::vector<PreparedTask>& tasks, EnvTarget& job_env);
-
-// What a task that plans itself puts back first, so that it plans from the environment it
-// would have had without user_init's common variables: each one that still holds the
-// value user_init gave it, to its value before (nullopt: unset it). One that something
-// changed since (another plugin, Slurm) is left as that made it. `env` null: all of them.
-std::vector<EnvRead> common_env_undo(const CommonEnv& common, const char* const* env);
-
 // What a forked task sees, gathered without allocating: its ids from Slurm's items and its
 // environment array (S_JOB_ENV: what spank_getenv reads and Slurm execs).
 struct TaskView {
@@ -77,9 +57,7 @@ struct TaskView {
 // ids, the same values of the variables the plan read, and for the task variables that
 // Slurm sets only in the task (SLURMD_NODENAME, CUDA_VISIBLE_DEVICES by GRES binding) the
 // same outcome (the short host name, the GPU count).
-// `common`: what user_init set for every task, which the task's environment must still
-// hold (the values the plan read there are then the ones it read before them).
-bool task_may_use(const PreparedTask& p, const TaskView& t, const CommonEnv& common = {});
+bool task_may_use(const PreparedTask& p, const TaskView& t);
 
 // The value of `name` in a NAME=VALUE array, the first entry as spank_getenv finds it.
 std::optional<std::string_view> env_lookup(const char* const* env, std::string_view name);

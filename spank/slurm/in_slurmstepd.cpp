@@ -65,8 +65,6 @@ struct Stepd {
   // Each local task's plan, by local id, made in user_init (prepared_task.h); empty: each
   // task plans itself.
   std::vector<PreparedTask> prepared;
-  // What every prepared task sets alike, set in the job's environment in user_init.
-  CommonEnv common;
 };
 
 // Plans made before the fork are kept for at most this many local tasks: slurmstepd holds
@@ -234,9 +232,6 @@ void start_node_relay(spank_t sp) {
   g.node_relay = relay;
 }
 
-// One variable of the job's environment back to `r.value` (nullopt: unset).
-void put_back(spank_t sp, const EnvRead& r);
-
 // Once per step and node, after everything else user_init finds, before the tasks fork:
 // each local task's plan, as task_init would make it from the job's environment now. A
 // task that it fits then only applies it (use_prepared).
@@ -281,22 +276,7 @@ void prepare_tasks(spank_t sp) {
     if (bytes > kPreparedStepBudget) return;  // the user's variables are large: each task plans itself
     prepared.push_back(std::move(*p));
   }
-  // What every task sets alike goes into the job's environment now, once, and the forks
-  // inherit it. If Slurm refuses one, what was set is put back and each task plans itself.
-  CommonEnv common = factor_common_env(prepared, env);
-  for (std::size_t i = 0; i < common.sets.size(); ++i) {
-    const auto& [name, value] = common.sets[i];
-    if (spank_setenv(sp, name.c_str(), value.c_str(), 1) == ESPANK_SUCCESS) continue;
-    for (std::size_t k = 0; k < i; ++k) put_back(sp, common.before[k]);
-    return;
-  }
   g.prepared = std::move(prepared);
-  g.common = std::move(common);
-}
-
-void put_back(spank_t sp, const EnvRead& r) {
-  if (r.value) spank_setenv(sp, r.name.c_str(), r.value->c_str(), 1);
-  else spank_unsetenv(sp, r.name.c_str());
 }
 
 // In the task: user_init's plan for it, when it fits (task_may_use). Nothing here builds a
@@ -304,28 +284,21 @@ void put_back(spank_t sp, const EnvRead& r) {
 // writes is a copy (BENCHMARKS "A launch as cheap as pyxis"). false: nothing was done, and
 // the task plans itself.
 bool use_prepared(spank_t sp, const TaskIds& seen) {
-  if (g.prepared.empty()) return false;
+  if (seen.local_rank < 0 || static_cast<std::size_t>(seen.local_rank) >= g.prepared.size()) return false;
+  const PreparedTask& p = g.prepared[static_cast<std::size_t>(seen.local_rank)];
+  TaskView view;
+  view.ids = seen;
   char** env = nullptr;
-  if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS) env = nullptr;
-  if (env && seen.local_rank >= 0 && static_cast<std::size_t>(seen.local_rank) < g.prepared.size()) {
-    const PreparedTask& p = g.prepared[static_cast<std::size_t>(seen.local_rank)];
-    TaskView view;
-    view.ids = seen;
-    view.env = env;
-    char host[256] = {};  // as hostname() reads it
-    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-    view.hostname = host;
-    if (task_may_use(p, view, g.common)) {
-      for (const auto& line : p.plan.notices) slurm_error("%s", line.c_str());
-      for (const auto& [name, value] : p.sets) spank_setenv(sp, name.c_str(), value.c_str(), 1);
-      start_output_relay(p.plan, seen.rank, seen.local_rank);
-      return true;
-    }
-  }
-  // The task plans itself, from the environment it would have had without user_init's
-  // common variables.
-  for (const auto& r : common_env_undo(g.common, env)) put_back(sp, r);
-  return false;
+  if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) return false;
+  view.env = env;
+  char host[256] = {};  // as hostname() reads it
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  view.hostname = host;
+  if (!task_may_use(p, view)) return false;
+  for (const auto& line : p.plan.notices) slurm_error("%s", line.c_str());
+  for (const auto& [name, value] : p.sets) spank_setenv(sp, name.c_str(), value.c_str(), 1);
+  start_output_relay(p.plan, seen.rank, seen.local_rank);
+  return true;
 }
 
 }  // namespace
