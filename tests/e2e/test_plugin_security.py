@@ -87,6 +87,11 @@ class AsUser(PluginClusterTest):
             cases.append((["srun", f"--uid={NOBODY.pw_uid}", f"--gid={NOBODY.pw_gid}", "-n1", f"--diag=dir={target}",
                            "true"], f"gpudiag: cannot create the diag dir {target}: Permission denied: "))
         for argv, why in cases:
+            # The case before may leave its job completing. A job that has to queue gets its
+            # allocation later, in a message that root's `srun --uid` cannot decode (22.05:
+            # "Munge decode failed: Unauthorized credential for client UID=0", seen once in
+            # CI), and the step then fails for that, not for the diag dir.
+            self.cluster.wait_for(lambda: self.cluster.node_state().startswith("IDLE"), "the node to be idle")
             r = self.as_nobody(argv) if "--uid" not in argv[1] else self.cluster.run(argv, check=False, cwd=self.tmp)
             self.assertNotEqual(r.returncode, 0, argv)
             self.assertIn(why + "pick a writable one with --diag=dir=PATH", r.stderr)
