@@ -446,6 +446,14 @@ TEST(VisibleGpus, ALongListIsCountedOnce) {
   for (; list.size() < 8000; ++n) list += (n ? "," : "") + std::to_string(n);
   EXPECT_EQ(count_visible_gpus(list), n);
   EXPECT_EQ(count_visible_gpus(list + ",0"), 0);
+  // Across the 64 entries counted in place (no allocation at a task's start) and beyond.
+  for (int entries : {63, 64, 65, 130}) {
+    std::string l;
+    for (int i = 0; i < entries; ++i) l += (i ? "," : "") + std::to_string(i);
+    EXPECT_EQ(count_visible_gpus(l), entries) << entries;
+    EXPECT_EQ(count_visible_gpus(l + ",00"), 0) << entries;
+    EXPECT_EQ(count_visible_gpus("0," + l.substr(2)), entries) << entries;
+  }
 }
 
 // Slurm 26.05 can put GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices (full UUIDs,
