@@ -60,7 +60,8 @@ std::optional<std::string> user_value(EnvTarget& env, const std::string& name) {
 }
 
 std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted) {
-  InjectedRecord record = parse_injected(env.get(kInjectedVar).value_or(""));
+  const std::optional<std::string> before = env.get(kInjectedVar);
+  InjectedRecord record = parse_injected(before.value_or(""));
   std::vector<std::string> kept;
   for (const auto& [name, value] : wanted) {
     if (!safe_env_value(value)) continue;
@@ -71,10 +72,14 @@ std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted) {
         record.erase(name);
         continue;
       }
+      // Already in place (srun set the step's common variables, step_wide_env.h): in a
+      // forked task each spank_setenv costs Slurm a 256 KiB buffer (issue 34).
+      if (*present == value) continue;
     }
     if (env.set(name, value)) record[name] = injected_value_tag(value);
   }
-  env.set(kInjectedVar, format_injected(record));
+  std::string text = format_injected(record);
+  if (text != before) env.set(kInjectedVar, text);
   return kept;
 }
 
