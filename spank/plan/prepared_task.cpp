@@ -65,6 +65,12 @@ std::optional<std::string_view> env_lookup(const char* const* env, std::string_v
   return std::nullopt;
 }
 
+std::optional<std::string> ReadOnceEnv::get(const std::string& name) {
+  auto it = seen_.find(name);
+  if (it == seen_.end()) it = seen_.emplace(name, real_.get(name)).first;
+  return it->second;
+}
+
 std::optional<PreparedTask> prepare_task(StepInputs in, EnvTarget& env, bool master_addr_fixed) {
   // A dir to claim is the task's own work, as the user, in the task.
   if (!wanted_diag_dir(in).empty()) return std::nullopt;

@@ -5,6 +5,8 @@
 // it (task_may_use), and else plans itself as before. A plan that needs the task itself
 // (a diag dir to claim, the preflight, the hang watchdog, a refusal) is never prepared.
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +41,21 @@ struct PreparedTask {
 // tasks, and fewer than 32 plans of a user's 8 KiB values.
 std::size_t prepared_bytes(const PreparedTask& p);
 constexpr std::size_t kPreparedStepBudget = 2u << 20;
+
+// The job's environment as user_init reads it for all the local tasks' plans: each name
+// from `real` once, then from memory (the plans write nothing to it). A task's plan reads
+// some 25 variables, each a scan of the job's environment through spank_getenv, and
+// user_init runs before any task of the node may start.
+class ReadOnceEnv : public EnvTarget {
+ public:
+  explicit ReadOnceEnv(EnvTarget& real) : real_(real) {}
+  std::optional<std::string> get(const std::string& name) override;
+  bool set(const std::string&, const std::string&) override { return false; }
+
+ private:
+  EnvTarget& real_;
+  std::map<std::string, std::optional<std::string>, std::less<>> seen_;
+};
 
 // Plans one task as task_init would, reading `env` (the job's environment) and writing
 // nothing to it. nullopt: the plan needs the task itself. `in.user_env` is ignored.

@@ -245,7 +245,8 @@ void prepare_tasks(spank_t sp) {
   item(sp, S_JOB_NODEID, nodeid);
   item(sp, S_JOB_TOTAL_TASK_COUNT, total);
   item(sp, S_JOB_UID, uid);
-  SpankEnv env(sp);
+  SpankEnv job_env(sp);
+  ReadOnceEnv env(job_env);
   StepInputs base{g.cfg, g.diag};
   base.env = read_task_env(env);
   base.nccl_env = g.nccl_env;

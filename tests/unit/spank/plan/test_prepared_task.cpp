@@ -285,3 +285,29 @@ TEST(PreparedTask, APlanIsAFewKilobytesAndTheUsersLargeValuesCountInIt) {
   EXPECT_GT(large, 12 * 8191u);
   EXPECT_LT(kPreparedStepBudget / large, 32u);
 }
+
+// user_init reads the job's environment once per name for all its local tasks' plans.
+TEST(PreparedTask, TheJobsEnvironmentIsReadOncePerName) {
+  struct Counting : MapEnv {
+    std::map<std::string, int> reads;
+    std::optional<std::string> get(const std::string& n) override {
+      ++reads[n];
+      return MapEnv::get(n);
+    }
+  } job;
+  job.vars = job_env().vars;
+  ReadOnceEnv env(job);
+  StepInputs in = node_inputs();
+  in.env = read_task_env(env);
+  for (int local = 0; local < 2; ++local) {
+    in.ids.rank = local;
+    in.ids.local_rank = local;
+    auto p = prepare_task(in, env, true);
+    ASSERT_TRUE(p);
+    MapEnv alone = job_env();
+    EXPECT_EQ(p->sets, prepared(in, alone).sets);
+  }
+  for (const auto& [name, n] : job.reads) EXPECT_EQ(n, 1) << name;
+  EXPECT_GT(job.reads.size(), 10u);
+  EXPECT_FALSE(env.set("RANK", "0"));  // the plans write nothing to it
+}
