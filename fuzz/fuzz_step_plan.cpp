@@ -9,8 +9,6 @@
 // MASTER_ADDR (line 5); 4 the first node; bits 4-5 what the check found for each target.
 // Byte 10 makes a forked task differ from what user_init saw (prepared_task.h): where the
 // task may take user_init's plan, that plan is the one it would have made itself.
-// Byte 12 drives what srun sets for the whole step (step_wide_env.h): with it in place, a
-// task ends with exactly the environment it would have made alone.
 #include <cstring>
 #include <map>
 #include <string>
@@ -20,11 +18,9 @@
 #include "config/config_file.h"
 #include "tests/unit/spank/plan/plan_env.h"
 #include "spank/plan/env_writer.h"
-#include "spank/plan/nccl_defaults.h"
 #include "spank/plan/port_salt.h"
 #include "spank/plan/prepared_task.h"
 #include "spank/plan/step_plan.h"
-#include "spank/plan/step_wide_env.h"
 #include "util/visible_gpus.h"
 #include "spank/preflight/rendezvous_check.h"
 
@@ -176,43 +172,6 @@ void check_prepared(gpudiag::StepInputs node, unsigned diff, const std::vector<s
   GPUDIAG_FUZZ_CHECK(applied.vars == env.vars);
 }
 
-// srun's part, then the task's plan, against the task's plan alone: the same environment.
-void check_step_wide(gpudiag::StepInputs task, unsigned how, const std::vector<std::string_view>& lines) {
-  as_c_strings(task);
-  // slurmstepd's NCCL defaults come from the same config (no IB here).
-  task.nccl_env = gpudiag::nccl_defaults(task.cfg.plugin, gpudiag::IbInventory{}, task.cfg.ib);
-  MapEnv job;
-  if (how & 1) job.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = field(lines, 1).value_or("");
-  if (how & 2) job.vars["NCCL_ASYNC_ERROR_HANDLING"] = field(lines, 2).value_or("");
-  if (how & 4) job.vars["MASTER_PORT"] = field(lines, 3).value_or("");
-  if (how & 8) job.vars["NCCL_SOCKET_IFNAME"] = field(lines, 5).value_or("");
-  if (how & 16) job.vars[gpudiag::kInjectedVar] = "WORLD_SIZE:" + gpudiag::injected_value_tag("9") + ",RANK:x";
-  if (how & 16) job.vars["WORLD_SIZE"] = "9";  // an outer step's
-  put_task_env(job, task);
-  as_c_strings(job);
-
-  MapEnv srun = job;
-  gpudiag::StepInputs s = task;
-  s.user_env = &srun;
-  if ((how & 32) && !s.ids.master_addr.empty()) s.ids.master_addr += "x";  // srun saw another first host
-  if (how & 64) s.env.cuda_visible_devices.reset();
-  const gpudiag::EnvList common = gpudiag::step_wide_env(s);
-  for (const auto& [name, value] : common) GPUDIAG_FUZZ_CHECK(gpudiag::safe_env_value(value));
-  gpudiag::apply_env(srun, common);
-
-  MapEnv alone = job;
-  task.user_env = &alone;
-  const gpudiag::StepPlan a = gpudiag::plan_step(task);
-  if (a.fail) return;  // the task is refused and starts nothing
-  gpudiag::apply_env(alone, a.env);
-  MapEnv after = srun;
-  task.user_env = &after;
-  const gpudiag::StepPlan b = gpudiag::plan_step(task);
-  GPUDIAG_FUZZ_CHECK(!b.fail && a.env == b.env);
-  gpudiag::apply_env(after, b.env);
-  GPUDIAG_FUZZ_CHECK(after.vars == alone.vars);
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -297,6 +256,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                              "the diag dir " + wanted + " is unusable"};
   check_plan(in, gpudiag::plan_step(in));
   check_prepared(in, byte_at(bits, 10) | (byte_at(bits, 11) << 8), lines);
-  check_step_wide(in, byte_at(bits, 12), lines);
   return 0;
 }

@@ -72,7 +72,7 @@ std::vector<std::string> apply_env(EnvTarget& env, const EnvList& wanted) {
         record.erase(name);
         continue;
       }
-      // Already in place (srun set the step's common variables, step_wide_env.h): in a
+      // Already in place (a nested step's NCCL defaults, as the outer step set them): in a
       // forked task each spank_setenv costs Slurm a 256 KiB buffer (issue 34).
       if (*present == value) continue;
     }

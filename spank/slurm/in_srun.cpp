@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
-#include <utility>
 
 extern "C" {
 #include <slurm/slurm.h>
@@ -22,16 +21,13 @@ extern "C" {
 #include "spank/plan/diag_dir.h"
 #include "spank/plan/diag_options.h"
 #include "spank/plan/step_plan.h"
-#include "spank/plan/step_wide_env.h"
 #include "spank/preflight/fabric_step.h"
 #include "spank/preflight/preflight_barrier.h"
 #include "spank/slurm/slurm_compat.h"
-#include "spank/slurm/slurm_node_addr.h"
 #include "spank/slurm/spank_access.h"
 #include "spank/watchdog/step_summary.h"
 #include "stacks/verdict/step_verdict.h"
 #include "util/private_file.h"
-#include "util/this_host.h"
 
 namespace gpudiag::in_srun {
 namespace {
@@ -79,35 +75,6 @@ void start_fabric_test(spank_t sp) {
       start_fabric(g.cfg, total, safe_env_value(dir) ? dir : "", g.job_uid, g.job_id, g.step_id);
   if (!err.empty())
     slurm_error("gpudiag: --diag=fabric: no fabric test (%s): the step starts without it", err.c_str());
-}
-
-// srun, once per step: what every task would set alike, set here so that the step's tasks
-// inherit it and each sets only its own (step_wide_env.h). After the port salt, which
-// MASTER_PORT reads. A value the tasks plan otherwise (a node's own config or first host)
-// they set again; with srun --export, which passes none of this, they set it all.
-void set_step_wide_env(spank_t sp) {
-  std::uint32_t total = 0, nnodes = 0;
-  if (!g.have_step || !item(sp, S_JOB_TOTAL_TASK_COUNT, total) || !item(sp, S_JOB_NNODES, nnodes)) return;
-  ProcessEnv env;
-  StepInputs in{g.cfg, g.diag};
-  in.env = read_task_env(env);
-  // srun puts SLURM_STEP_NODELIST (and, for a job of its own, SLURM_JOB_NODELIST) in the
-  // step's environment only after this hook; SLURM_NODELIST, the allocation's, is here. A
-  // step on part of it that starts on another host has MASTER_ADDR set again by its tasks.
-  std::string nodes = master_nodelist(in.env);
-  if (nodes.empty()) nodes = env.get("SLURM_NODELIST").value_or("");
-  const std::string first = slurm_compat::first_host(nodes);
-  if (first.empty()) return;
-  in.ids.job_id = g.job_id;
-  in.ids.step_id = g.step_id;
-  in.ids.world_size = static_cast<int>(total);
-  in.ids.num_nodes = static_cast<int>(nnodes);
-  in.ids.master_addr = choose_master_addr(g.cfg.plugin.master_addr, first, slurm_node_addr(first));
-  in.cwd = current_dir();
-  in.hostname = hostname();
-  in.uid = g.job_uid;
-  in.user_env = &env;
-  apply_env(env, step_wide_env(std::move(in)));
 }
 
 }  // namespace
@@ -159,11 +126,6 @@ int local_user_init(spank_t sp) {
   in_allocator::give_job_a_port_salt();
   start_preflight_barrier(sp);
   start_fabric_test(sp);
-  // Only a saving: the tasks set it all themselves without it.
-  guarded("local user init", 0, [&] {
-    set_step_wide_env(sp);
-    return 0;
-  });
   return 0;
 }
 

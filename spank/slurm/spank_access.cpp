@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -31,15 +30,6 @@ std::optional<std::string> SpankEnv::get(const std::string& name) {
 
 bool SpankEnv::set(const std::string& name, const std::string& value) {
   return spank_setenv(sp_, name.c_str(), value.c_str(), 1) == ESPANK_SUCCESS;
-}
-
-std::optional<std::string> ProcessEnv::get(const std::string& name) {
-  const char* v = std::getenv(name.c_str());
-  return v ? std::optional<std::string>(v) : std::nullopt;
-}
-
-bool ProcessEnv::set(const std::string& name, const std::string& value) {
-  return ::setenv(name.c_str(), value.c_str(), 1) == 0;
 }
 
 std::string current_dir() {

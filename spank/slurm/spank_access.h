@@ -23,14 +23,6 @@ class SpankEnv : public EnvTarget {
   spank_t sp_;
 };
 
-// srun's own environment, which the step inherits (spank_getenv and spank_setenv are
-// slurmstepd's alone).
-class ProcessEnv : public EnvTarget {
- public:
-  std::optional<std::string> get(const std::string& name) override;
-  bool set(const std::string& name, const std::string& value) override;
-};
-
 template <class T>
 bool item(spank_t sp, spank_item_t what, T& out) {
   return spank_get_item(sp, what, &out) == ESPANK_SUCCESS;

@@ -67,3 +67,27 @@ TEST(EnvWriter, ControlBytesNeverReachTheTask) {
   EXPECT_FALSE(safe_env_value("run\xc2\x9b" "31m"));
   EXPECT_FALSE(safe_env_value("run\x9b" "31m"));  // issue 30 (1d): a lone 8-bit C1 byte too
 }
+
+namespace {
+// Counts what apply_env sets.
+struct CountingEnv : MapEnv {
+  std::vector<std::string> sets;
+  bool set(const std::string& n, const std::string& v) override {
+    sets.push_back(n);
+    return MapEnv::set(n, v);
+  }
+};
+}  // namespace
+
+// Setting a variable to the value it has, as the plugin's own, costs nothing.
+TEST(EnvWriter, AValueAlreadyInPlaceIsNotSetAgain) {
+  CountingEnv env;
+  apply_env(env, {{"WORLD_SIZE", "4"}, {"MASTER_PORT", "61001"}});
+  env.sets.clear();
+  apply_env(env, {{"WORLD_SIZE", "4"}, {"MASTER_PORT", "61001"}});
+  EXPECT_TRUE(env.sets.empty());
+  apply_env(env, {{"WORLD_SIZE", "4"}, {"RANK", "2"}});
+  EXPECT_EQ(env.sets, (std::vector<std::string>{"RANK", kInjectedVar}));
+  EXPECT_EQ(env.vars[kInjectedVar], "MASTER_PORT:" + injected_value_tag("61001") + ",RANK:" +
+                                        injected_value_tag("2") + ",WORLD_SIZE:" + injected_value_tag("4"));
+}
