@@ -15,6 +15,10 @@ namespace gpudiag {
 
 constexpr const char* kInjectedVar = "GPUDIAG_INJECTED";
 
+// What an EnvTarget returns for a variable that is present but longer than it can read
+// (slurmstepd's spank_getenv takes 8 KiB): the user's, and never a value to copy.
+constexpr std::string_view kUnreadableValue = "(too long)";
+
 class EnvTarget {
  public:
   virtual ~EnvTarget() = default;

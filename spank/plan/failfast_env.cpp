@@ -34,6 +34,9 @@ EnvList with_old_names(const EnvList& env, EnvTarget* task_env) {
       if (auto u = user_value(*task_env, name)) v = *u;
       else if (auto o = user_value(*task_env, old)) v = *o;
     }
+    // The user's value is too long to read: it stays under its own name, and the other
+    // name gets nothing rather than the stand-in (adversary review 5).
+    if (v == kUnreadableValue) continue;
     out.emplace_back(name, v);
     out.emplace_back(old, v);
   }

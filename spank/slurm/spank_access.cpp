@@ -24,7 +24,7 @@ std::optional<std::string> SpankEnv::get(const std::string& name) {
   char buf[kMaxDiagListBytes + 1];
   spank_err_t rc = spank_getenv(sp_, name.c_str(), buf, static_cast<int>(sizeof buf));
   if (rc == ESPANK_SUCCESS) return std::string(buf);
-  if (rc == ESPANK_NOSPACE) return std::string("(too long)");  // present: the user's
+  if (rc == ESPANK_NOSPACE) return std::string(kUnreadableValue);  // present: the user's
   return std::nullopt;
 }
 

@@ -71,3 +71,15 @@ TEST(FailFast, UserValueUnderEitherNameWinsForBoth) {
   EXPECT_EQ(batch.vars["NCCL_ASYNC_ERROR_HANDLING"], "3");
   EXPECT_EQ(batch.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
 }
+
+// A user's value too long for slurmstepd to read stays where the user put it; the other
+// name gets nothing, never the stand-in the read returns (adversary review 5).
+TEST(FailFast, AValueTooLongToReadIsNeverCopied) {
+  FailFastSettings f;
+  MapEnv task;  // as SpankEnv reads a variable over 8 KiB
+  task.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = std::string(kUnreadableValue);
+  apply_env(task, failfast_env(f, "/d", false, &task));
+  EXPECT_EQ(task.vars.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
+  EXPECT_EQ(task.vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"], kUnreadableValue);  // untouched
+  EXPECT_EQ(task.vars["TORCH_NCCL_DUMP_ON_TIMEOUT"], "1");  // the others as before
+}
