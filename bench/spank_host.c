@@ -1,8 +1,8 @@
 /* A stand-in slurmstepd for the launch bench (bench/launch_cost.py): it exports the few
  * SPANK and libslurm calls a plugin uses, dlopens the plugin as slurmstepd does (RTLD_LAZY, as Slurm's plugin loader), and runs
  * one step on one node (S_CTX_REMOTE) with TASKS tasks, timing each callback:
- *   dlopen, init (the config), init_post_opt, user_init, per task: fork + task_init +
- *   _exit + wait against fork + _exit + wait alone (before the plugin is loaded, and again
+ *   dlopen, init (the config), init_post_opt, user_init, per task: fork + task_post_fork +
+ *   task_init + _exit + wait against fork + _exit + wait alone (before the plugin is loaded, and again
  *   after user_init: a bigger process forks and exits slower), task_exit, exit.
  * Each run is a fresh process, as each slurmstepd is. No Slurm is needed; the numbers are
  * what the plugin itself costs, without Slurm's own launch around it.
@@ -174,19 +174,29 @@ static double self_cpu_ms(void) {
   return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
 }
 
-/* Per task, the mean over the tasks: wall ms of fork + (task_init) + _exit + waitpid, the
- * CPU ms of both sides (this process's fork and wait, the child's run and exit) and the
- * child's minor page faults (what a fork's shared pages cost when touched). */
+/* Per task, the mean over the tasks: wall ms of the node's launch (fork, task_post_fork,
+ * task_init, _exit, waitpid), the CPU ms of both sides (this process's forks and waits, the
+ * children's runs and exits) and the child's minor page faults (what a fork's shared pages
+ * cost when touched). As slurmstepd's _fork_all_tasks does: every task is forked first and
+ * waits for a byte on a pipe; then task_post_fork runs for each in this process; then all
+ * are released to run task_init (and exec, here _exit). */
 struct per_task {
   double wall_ms, cpu_ms, faults, exit_ms;
 };
 
-static struct per_task run_tasks(callback_f task_init, callback_f task_exit, int out_fd, int drain_fd) {
+static struct per_task run_tasks(callback_f task_init, callback_f post_fork, callback_f task_exit, int out_fd,
+                                 int drain_fd) {
   struct per_task r = {0, 0, 0, 0};
+  int release[2];
+  if (pipe(release) != 0) abort();
+  pid_t pids[g_tasks];
+  double t0 = now_ms(), self0 = self_cpu_ms();
   for (int t = 0; t < g_tasks; ++t) {
-    double t0 = now_ms(), self0 = self_cpu_ms();
     pid_t pid = fork();
     if (pid == 0) {
+      close(release[1]);
+      char go;
+      if (read(release[0], &go, 1) != 1) _exit(2);
       dup2(out_fd, 1);
       dup2(out_fd, 2);
       g_task_id = t;
@@ -200,11 +210,21 @@ static struct per_task run_tasks(callback_f task_init, callback_f task_exit, int
       int rc = task_init ? task_init(NULL, 0, NULL) : 0;
       _exit(rc == 0 ? 0 : 1);
     }
+    pids[t] = pid;
+  }
+  for (int t = 0; post_fork && t < g_tasks; ++t) {
+    g_task_id = t;
+    post_fork(NULL, 0, NULL);
+    g_task_id = -1;
+  }
+  for (int t = 0; t < g_tasks; ++t)
+    if (write(release[1], "g", 1) != 1) abort();
+  close(release[0]);
+  close(release[1]);
+  for (int t = 0; t < g_tasks; ++t) {
     int status = 0;
     struct rusage ru;
-    wait4(pid, &status, 0, &ru);
-    r.wall_ms += now_ms() - t0;
-    r.cpu_ms += self_cpu_ms() - self0;  /* the fork's copy of the address space, the wait */
+    wait4(pids[t], &status, 0, &ru);
     r.cpu_ms += (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
     r.faults += (double)ru.ru_minflt;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fprintf(stderr, "spank_host: task %d failed\n", t);
@@ -217,6 +237,8 @@ static struct per_task run_tasks(callback_f task_init, callback_f task_exit, int
       r.exit_ms += now_ms() - e0;
     }
   }
+  r.wall_ms = now_ms() - t0 - r.exit_ms;
+  r.cpu_ms += self_cpu_ms() - self0;  /* the forks' copies of the address space, the waits */
   r.wall_ms /= g_tasks;
   r.cpu_ms /= g_tasks;
   r.faults /= g_tasks;
@@ -253,7 +275,7 @@ int main(int argc, char** argv) {
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
 
   /* fork + _exit + wait alone, before the plugin is loaded: what a task costs without it */
-  struct per_task bare = run_tasks(NULL, NULL, fds[1], fds[0]);
+  struct per_task bare = run_tasks(NULL, NULL, NULL, fds[1], fds[0]);
 
   double t0 = now_ms();
   void* h = dlopen(argv[1], RTLD_LAZY);
@@ -264,7 +286,8 @@ int main(int argc, char** argv) {
   }
   callback_f init = sym(h, "slurm_spank_init"), post = sym(h, "slurm_spank_init_post_opt"),
           user = sym(h, "slurm_spank_user_init"), task = sym(h, "slurm_spank_task_init"),
-          texit = sym(h, "slurm_spank_task_exit"), fini = sym(h, "slurm_spank_exit");
+          fork_done = sym(h, "slurm_spank_task_post_fork"), texit = sym(h, "slurm_spank_task_exit"),
+          fini = sym(h, "slurm_spank_exit");
   double t_init = 0, t_post = 0, t_user = 0, t_exit = 0;
   t0 = now_ms();
   if (init && init(NULL, argc - 3, argv + 3) != 0) fprintf(stderr, "spank_host: init failed\n");
@@ -277,8 +300,8 @@ int main(int argc, char** argv) {
   t_user = now_ms() - t0;
   /* the same bare tasks again, now that slurmstepd carries the plugin, its libraries and
    * its threads: what every fork and exit of a task pays for them */
-  struct per_task bare_after = run_tasks(NULL, NULL, fds[1], fds[0]);
-  struct per_task tasks = run_tasks(task, texit, fds[1], fds[0]);
+  struct per_task bare_after = run_tasks(NULL, NULL, NULL, fds[1], fds[0]);
+  struct per_task tasks = run_tasks(task, fork_done, texit, fds[1], fds[0]);
   t0 = now_ms();
   if (fini) fini(NULL, 0, NULL);
   t_exit = now_ms() - t0;

@@ -3,7 +3,9 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -91,8 +94,9 @@ void resolve(AddrLookup lookup, const std::string& host, Lookup& out, int flags 
   out.cv.notify_all();
 }
 
-// The interface that holds `local` (a numeric address), or "".
-std::string interface_holding(const std::string& local) {
+// The interface that holds `local` (a numeric address), or "": the name getifaddrs gives
+// it (for IPv4 the address's label, as Gloo matches GLOO_SOCKET_IFNAME).
+std::string interface_by_getifaddrs(const std::string& local) {
   struct ifaddrs* list = nullptr;
   if (local.empty() || ::getifaddrs(&list) != 0) return "";
   std::string name;
@@ -105,6 +109,37 @@ std::string interface_holding(const std::string& local) {
   }
   ::freeifaddrs(list);
   return name;
+}
+
+// The same for an IPv4 address, from one SIOCGIFCONF on a socket already open: getifaddrs
+// dumps every link with its statistics over netlink, most of the rendezvous check's time
+// in every slurmstepd (docs/BENCHMARKS.md, "A launch as cheap as pyxis"). SIOCGIFCONF lists
+// the IPv4 addresses by label, as getifaddrs names them. "" when not found here.
+std::string ipv4_interface(int fd, const struct in_addr& local) {
+  struct ifreq reqs[128];
+  struct ifconf ic {};
+  ic.ifc_len = sizeof reqs;
+  ic.ifc_req = reqs;
+  if (::ioctl(fd, SIOCGIFCONF, &ic) != 0 || ic.ifc_len < 0) return "";
+  const std::size_t n = std::min(static_cast<std::size_t>(ic.ifc_len) / sizeof(struct ifreq), std::size(reqs));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (reqs[i].ifr_addr.sa_family != AF_INET) continue;
+    struct sockaddr_in a;
+    std::memcpy(&a, &reqs[i].ifr_addr, sizeof a);
+    if (a.sin_addr.s_addr == local.s_addr) return std::string(reqs[i].ifr_name, ::strnlen(reqs[i].ifr_name, IFNAMSIZ));
+  }
+  return "";
+}
+
+// The interface that holds the local address `ss` of the socket `fd`, or "".
+std::string interface_holding(int fd, const struct sockaddr_storage& ss, const std::string& local) {
+  if (ss.ss_family == AF_INET) {
+    struct sockaddr_in a;
+    std::memcpy(&a, &ss, sizeof a);
+    // A machine with more addresses than one call lists still has getifaddrs.
+    if (std::string name = ipv4_interface(fd, a.sin_addr); !name.empty()) return name;
+  }
+  return interface_by_getifaddrs(local);
 }
 
 // A UDP connect() sends nothing: it only asks the kernel for a route. The local address
@@ -126,7 +161,7 @@ std::string route_error(const std::vector<std::string>& addresses, int port, std
       char host[NI_MAXHOST];
       if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0 &&
           ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) == 0)
-        local_interface = interface_holding(host);
+        local_interface = interface_holding(fd, ss, host);
     }
     if (fd >= 0) ::close(fd);
     ::freeaddrinfo(res);

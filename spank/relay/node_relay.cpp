@@ -508,8 +508,8 @@ void* NodeRelay::thread_main(void* self) {
   return nullptr;
 }
 
-std::optional<std::string> NodeRelay::start(int local_tasks) {
-  if (started_) return std::nullopt;
+std::optional<std::string> NodeRelay::open(int local_tasks) {
+  if (opened_) return std::nullopt;
   int sv[2], pp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     return std::string("cannot create the relay's socket: ") + std::strerror(errno);
@@ -524,6 +524,13 @@ std::optional<std::string> NodeRelay::start(int local_tasks) {
   local_tasks_ = local_tasks;
   stop_r_ = pp[0];
   stop_w_ = pp[1];
+  owner_ = ::getpid();
+  opened_ = true;
+  return std::nullopt;
+}
+
+std::optional<std::string> NodeRelay::start_thread() {
+  if (!opened_ || started_ || refused_ || ::getpid() != owner_) return std::nullopt;
   // The thread takes no signal of slurmstepd's (glibc keeps its own set-uid signal
   // deliverable), and writes to a gone srun fail with EPIPE instead of raising SIGPIPE.
   sigset_t all, old;
@@ -536,30 +543,40 @@ std::optional<std::string> NodeRelay::start(int local_tasks) {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
-    for (int fd : {relay_end_, task_end_, stop_r_, stop_w_}) ::close(fd);
-    relay_end_ = task_end_ = stop_r_ = stop_w_ = -1;
+    // The forked tasks hold copies of both ends, so closing ours would leave their
+    // handoffs queued and unanswered for 5 s: a shutdown reaches every copy, and each
+    // handoff then fails with EPIPE.
+    ::shutdown(relay_end_, SHUT_RDWR);
+    refused_ = true;
     return std::string("cannot start the relay thread: ") + std::strerror(rc);
   }
-  owner_ = ::getpid();
   started_ = true;
   return std::nullopt;
 }
 
+std::optional<std::string> NodeRelay::start(int local_tasks) {
+  if (auto err = open(local_tasks)) return err;
+  return start_thread();
+}
+
 void NodeRelay::stop() {
-  if (!started_ || ::getpid() != owner_) return;
-  // A full pipe still wakes the thread, which then finds the flag.
-  stop_requested_.store(true);
-  const std::int32_t word = kStopWord;
-  while (::write(stop_w_, &word, sizeof word) < 0 && errno == EINTR) {
+  if (!opened_ || ::getpid() != owner_) return;
+  if (started_) {
+    // A full pipe still wakes the thread, which then finds the flag.
+    stop_requested_.store(true);
+    const std::int32_t word = kStopWord;
+    while (::write(stop_w_, &word, sizeof word) < 0 && errno == EINTR) {
+    }
+    pthread_join(thread_, nullptr);
+    started_ = false;
   }
-  pthread_join(thread_, nullptr);
-  started_ = false;
+  opened_ = false;
   for (int fd : {relay_end_, task_end_, stop_r_, stop_w_}) ::close(fd);
   relay_end_ = task_end_ = stop_r_ = stop_w_ = -1;
 }
 
 void NodeRelay::task_exited(int local_id) {
-  if (!started_ || ::getpid() != owner_ || local_id < 0) return;
+  if (!opened_ || ::getpid() != owner_ || local_id < 0) return;
   const std::int32_t word = local_id;
   // A full pipe (thousands of exits unread) only costs that task its drain limit.
   while (::write(stop_w_, &word, sizeof word) < 0 && errno == EINTR) {

@@ -6,7 +6,8 @@
 // as slurmstepd's own child also gets every signal and keeps its exit status as Slurm
 // sees it, under any ProctrackType.
 //
-// user_init starts the thread before the tasks fork; each task hands it Slurm's stdout
+// user_init opens its socket before the tasks fork, task_post_fork starts the thread before
+// they run (open, start_thread); each task hands it Slurm's stdout
 // and stderr and the read ends of two new pipes (node_relay_wire.h) and execs the program
 // with the pipes as fds 1 and 2. The thread owns Slurm's fds from then on and closes each
 // when its pipe reaches EOF: slurmstepd kills what is left of the step before it waits
@@ -39,9 +40,21 @@ class NodeRelay {
   NodeRelay(const NodeRelay&) = delete;
   NodeRelay& operator=(const NodeRelay&) = delete;
 
-  // Starts the thread; a message when it cannot (the tasks then relay themselves).
+  // Opens the socket the tasks hand their streams to, before slurmstepd forks them (they
+  // inherit it); a message when it cannot (the tasks then relay themselves).
   // local_tasks: how many tasks this node runs (0: unknown; see task_exited).
+  std::optional<std::string> open(int local_tasks = 0);
+  // Starts the thread on the open socket: from task_post_fork, once slurmstepd has forked
+  // every task and before it lets them run (mgr.c, _fork_all_tasks), so that no fork
+  // copies a process with the thread, its stack and its malloc arena (BENCHMARKS "A launch
+  // as cheap as pyxis"). Once; a message when it cannot, and the socket then refuses every
+  // handoff at once (each task relays itself) instead of leaving it unanswered.
+  std::optional<std::string> start_thread();
+  // Both: for a relay with no fork in between (tests).
   std::optional<std::string> start(int local_tasks = 0);
+  // Whether a task may hand over its streams: the socket is open, and the thread runs or
+  // starts before the task does. True in a forked task too, which has no thread itself.
+  bool accepting() const { return task_end_ >= 0 && !refused_; }
   bool running() const { return started_; }
   // Where a task hands over its streams (hand_to_node_relay). Close-on-exec: the program
   // never holds it.
@@ -51,8 +64,9 @@ class NodeRelay {
   // limit (quiet 0.2 s, at most 5 s), so that a child that kept them open does not hold the
   // step's output open; until then they are relayed to EOF, as slurmstepd does.
   void task_exited(int local_id);
-  // Relays what the pipes hold now, drops the rest, closes everything and joins. Called
-  // from slurm_spank_exit, after slurmstepd has waited for the step's output.
+  // Relays what the pipes hold now, drops the rest, closes everything and joins (closes
+  // the socket alone where the thread never started). Called from slurm_spank_exit, after
+  // slurmstepd has waited for the step's output.
   void stop();
   // The most output the thread has held at once, in bytes of its buffers' capacity (what
   // kRelayStepBudget counts): tests check the bound with it.
@@ -65,7 +79,9 @@ class NodeRelay {
   pthread_t thread_{};
   pid_t owner_ = 0;
   int local_tasks_ = 0;
+  bool opened_ = false;
   bool started_ = false;
+  bool refused_ = false;  // the thread could not start: handoffs fail at once
   std::atomic<bool> stop_requested_{false};
   std::atomic<std::size_t> peak_held_{0};
 };

@@ -47,6 +47,7 @@ int diag_option(const char* optarg);
 int init_post_opt(spank_t sp);
 int user_init(spank_t sp);
 int task_init(spank_t sp);
+int task_post_fork(spank_t sp);
 int task_exit(spank_t sp);
 int exit(spank_t sp);
 }  // namespace in_slurmstepd

@@ -95,6 +95,11 @@ int slurm_spank_task_init(spank_t sp, int, char**) {
   return guarded("task init", 0, [&] { return spank_context() == S_CTX_REMOTE ? in_slurmstepd::task_init(sp) : 0; });
 }
 
+int slurm_spank_task_post_fork(spank_t sp, int, char**) {
+  return guarded("task post fork", 0,
+                 [&] { return spank_context() == S_CTX_REMOTE ? in_slurmstepd::task_post_fork(sp) : 0; });
+}
+
 int slurm_spank_task_exit(spank_t sp, int, char**) {
   return guarded("task exit", 0, [&] { return spank_context() == S_CTX_REMOTE ? in_slurmstepd::task_exit(sp) : 0; });
 }

@@ -59,7 +59,8 @@ struct Stepd {
   std::string remote_error;
   StepKiller killer;                   // a refused task ends the step on every node
   bool forward_stepd_signals = false;  // the relay passes slurmstepd's signals on (proctrack_kind.h)
-  // The node's relay thread (node_relay.h), started in user_init. Never deleted in a task:
+  // The node's relay (node_relay.h): its socket opened in user_init, its thread started in
+  // the first task_post_fork. Never deleted in a task:
   // the forked copy of the pointer leads to a thread that is not in that process.
   NodeRelay* node_relay = nullptr;
   // Each local task's plan, by local id, made in user_init (prepared_task.h); empty: each
@@ -98,7 +99,7 @@ void start_output_relay(const StepPlan& plan, int rank, int local_id) {
   // Tags alone: the node's thread relays, and the task is the program itself. A watched
   // task keeps its own relay process, where the watchdog lives.
   NodeRelay* node = g.node_relay;
-  if (choice.relay->hang.duration_s <= 0 && node && node->running()) {
+  if (choice.relay->hang.duration_s <= 0 && node && node->accepting()) {
     auto err = hand_to_node_relay(node->task_socket(), *choice.relay, local_id);
     if (!err) return;
     slurm_error("%s", task_relays_itself(rank, *err).c_str());
@@ -214,9 +215,9 @@ void check_rendezvous(spank_t sp) {
     g.rendezvous.push_back(gather_rendezvous(target, kRendezvousLookupDeadline));
 }
 
-// Once per step and node: the thread that tags every local task's lines, when the step's
-// lines are tagged at all.
-void start_node_relay(spank_t sp) {
+// Once per step and node: the socket of the thread that tags every local task's lines, when
+// the step's lines are tagged at all. The thread itself starts in task_post_fork.
+void open_node_relay(spank_t sp) {
   std::uint32_t step = 0, total = 1, local = 0;
   if (!item(sp, S_JOB_STEPID, step) || !step_runs_tasks(step)) return;
   item(sp, S_JOB_TOTAL_TASK_COUNT, total);
@@ -224,7 +225,7 @@ void start_node_relay(spank_t sp) {
   // Unknown (0) if Slurm does not say: each task's pipes are then drained on their own.
   if (!item(sp, S_JOB_LOCAL_TASK_COUNT, local)) local = 0;
   auto* relay = new NodeRelay();
-  if (auto err = relay->start(static_cast<int>(local))) {
+  if (auto err = relay->open(static_cast<int>(local))) {
     slurm_info("%s", node_relay_not_started(*err).c_str());
     delete relay;
     return;
@@ -363,7 +364,7 @@ int user_init(spank_t sp) {
   // Before the tasks fork, so that they inherit its socket. Without it the tasks relay
   // themselves, as before (on_error 0).
   guarded("user init", 0, [&] {
-    start_node_relay(sp);
+    open_node_relay(sp);
     return 0;
   });
   // NCCL defaults are a convenience: never fail a job over them (on_error 0).
@@ -455,6 +456,14 @@ int task_init(spank_t sp) {
     if (!barrier_lets_go(env, plan, t.rank, local_id, passed)) return refuse_task("", local_id == 0 && !passed);
   }
   start_output_relay(plan, t.rank, local_id);
+  return 0;
+}
+
+// In slurmstepd, for each task once all are forked and before any may run (mgr.c,
+// _fork_all_tasks): the relay thread starts at the first.
+int task_post_fork(spank_t) {
+  if (!g.node_relay) return 0;
+  if (auto err = g.node_relay->start_thread()) slurm_info("%s", node_relay_not_started(*err).c_str());
   return 0;
 }
 

@@ -79,6 +79,20 @@ print(" ".join(out))
 '''
 
 
+# Whether the program's parent and grandparent are slurmstepd processes.
+PARENTS = r'''
+import os
+def ppid(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+def stepd(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().startswith(b"slurmstepd")
+parent = ppid(os.getpid())
+print("parent", "slurmstepd" if stepd(parent) else "not", "grandparent", "slurmstepd" if stepd(ppid(parent)) else "not")
+'''
+
+
 # Issue 30.3, as a hostile user's step: each task enlarges its stdout pipe to 1 MiB,
 # says so (argv[1]/ready.RANK holds its pid), waits for argv[1]/go (the user has
 # stopped their own srun by then), fills the pipe with bare newlines (each becomes a
@@ -229,6 +243,17 @@ class NodeRelayPromises(TwoUsersClusterTest):
         r = self.srun("-n2", "--diag=prefix", "/bin/sh", "-c", prog, text=False)
         self.assertEqual(strip(r.stdout, self.tag(0)), b"".join(want))
         self.assertEqual(strip(r.stdout, self.tag(1)), b"done\n")
+
+    def test_every_task_is_relayed_by_the_node_thread(self):
+        """The thread starts in task_post_fork, after slurmstepd forked every task and before
+        any may run: each task still hands its streams to it, so the program is slurmstepd's
+        own child (a task that relays itself is a copy of slurmstepd between them) and no
+        task says that it relays itself."""
+        r = self.srun("-n4", "--diag=prefix", PYTHON, "-c", PARENTS, text=False)
+        for rank in range(4):
+            self.assertEqual(strip(r.stdout, self.tag(rank)), b"parent slurmstepd grandparent not\n",
+                             f"rank {rank}: {r.stdout!r}")
+        self.assertNotIn(b"relays its own output", r.stderr)
 
     def test_no_fd_of_the_relay_reaches_the_program(self):
         plain = self.srun("-n2", "--diag=noprefix", PYTHON, "-c", FDS, text=False).stdout

@@ -181,6 +181,83 @@ TEST(NodeRelay, TagsEveryTasksLinesAndClosesEachAtItsEnd) {
   relay.stop();
 }
 
+// As slurmstepd does it: the socket opened before the tasks fork, the thread started after
+// (task_post_fork), so no fork copies it. A task forked before the thread existed still
+// sees a relay it may hand to, and its handoff, sent before the thread starts, is taken.
+TEST(NodeRelay, TasksForkedBeforeTheThreadStartsAreRelayed) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.open(2));
+  EXPECT_TRUE(relay.accepting());
+  EXPECT_FALSE(relay.running());
+  std::vector<Task> tasks;
+  for (int i = 0; i < 2; ++i) tasks.push_back(start_task(relay, i, "echo early" + std::to_string(i), plan_for(i)));
+  ::usleep(100 * 1000);  // the handoffs wait in the socket
+  ASSERT_FALSE(relay.start_thread());
+  EXPECT_TRUE(relay.running());
+  EXPECT_FALSE(relay.start_thread()) << "a second task_post_fork starts nothing";
+  for (int i = 0; i < 2; ++i) {
+    Task& t = tasks[i];
+    ASSERT_TRUE(read_to_eof(t)) << "task " << i;
+    EXPECT_EQ(t.out, "[h:" + std::to_string(i) + "] early" + std::to_string(i) + "\n");
+    const int status = wait_exit(t);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  relay.stop();
+  EXPECT_FALSE(relay.accepting());
+}
+
+// A socket whose thread never starts (slurmstepd ends the step before any task runs)
+// closes at stop, and stop returns.
+TEST(NodeRelay, AnOpenedRelayWithoutItsThreadStops) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.open());
+  relay.task_exited(0);
+  relay.stop();
+  EXPECT_FALSE(relay.accepting());
+  EXPECT_EQ(relay.task_socket(), -1);
+}
+
+// The thread cannot start (here: the process limit) after the tasks forked with copies of
+// the socket: their handoffs fail at once, so each relays itself without the 5 s wait for
+// an answer that never comes.
+TEST(NodeRelay, AThreadThatCannotStartRefusesTheHandoffsAtOnce) {
+  const pid_t stepd = ::fork();
+  ASSERT_GE(stepd, 0);
+  if (stepd == 0) {
+    NodeRelay relay;
+    if (relay.open(1)) ::_exit(10);
+    int go[2];
+    if (::pipe(go) != 0) ::_exit(11);
+    const pid_t task = ::fork();
+    if (task == 0) {
+      ::close(go[1]);
+      char c;
+      if (::read(go[0], &c, 1) != 1) ::_exit(12);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto err = hand_to_node_relay(relay.task_socket(), plan_for(0), 0);
+      if (!err) ::_exit(13);             // taken: by whom?
+      ::_exit(since(t0) < 1.0 ? 0 : 14);  // refused, and at once
+    }
+    ::close(go[0]);
+    // RLIMIT_NPROC (a thread counts) binds no root: as nobody, with no room under it.
+    if (::geteuid() == 0 && ::setresuid(65534, 65534, 65534) != 0) ::_exit(15);
+    struct rlimit none {1, 1};
+    if (::setrlimit(RLIMIT_NPROC, &none) != 0) ::_exit(16);
+    auto err = relay.start_thread();
+    if (!err || err->find("cannot start the relay thread") == std::string::npos) ::_exit(17);
+    if (relay.accepting()) ::_exit(18);
+    if (::write(go[1], "g", 1) != 1) ::_exit(19);
+    int status = 0;
+    ::waitpid(task, &status, 0);
+    relay.stop();
+    ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 20);
+  }
+  int status = 0;
+  ::waitpid(stepd, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10-20: see the exit codes above; 14: the handoff waited";
+}
+
 TEST(NodeRelay, LosesNoByteWhenSlurmReadsSlowly) {
   NodeRelay relay;
   ASSERT_FALSE(relay.start());
