@@ -121,14 +121,8 @@ std::string ipv4_interface(int fd, const struct in_addr& local) {
   ic.ifc_len = sizeof reqs;
   ic.ifc_req = reqs;
   if (::ioctl(fd, SIOCGIFCONF, &ic) != 0 || ic.ifc_len < 0) return "";
-  const std::size_t n = std::min(static_cast<std::size_t>(ic.ifc_len) / sizeof(struct ifreq), std::size(reqs));
-  for (std::size_t i = 0; i < n; ++i) {
-    if (reqs[i].ifr_addr.sa_family != AF_INET) continue;
-    struct sockaddr_in a;
-    std::memcpy(&a, &reqs[i].ifr_addr, sizeof a);
-    if (a.sin_addr.s_addr == local.s_addr) return std::string(reqs[i].ifr_name, ::strnlen(reqs[i].ifr_name, IFNAMSIZ));
-  }
-  return "";
+  return sole_ipv4_holder(reqs, std::min(static_cast<std::size_t>(ic.ifc_len) / sizeof(struct ifreq), std::size(reqs)),
+                          local);
 }
 
 // The interface that holds the local address `ss` of the socket `fd`, or "".
@@ -200,6 +194,19 @@ std::string bind_error(int port) {
 }
 
 }  // namespace
+
+std::string sole_ipv4_holder(const struct ifreq* list, std::size_t n, const struct in_addr& local) {
+  std::string name;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (list[i].ifr_addr.sa_family != AF_INET) continue;
+    struct sockaddr_in a;
+    std::memcpy(&a, &list[i].ifr_addr, sizeof a);
+    if (a.sin_addr.s_addr != local.s_addr) continue;
+    if (!name.empty()) return "";  // two interfaces hold it: getifaddrs's order decides
+    name.assign(list[i].ifr_name, ::strnlen(list[i].ifr_name, IFNAMSIZ));
+  }
+  return name;
+}
 
 std::vector<RendezvousTarget> rendezvous_targets(const EnvList& user, const EnvList& plugin, bool first_node) {
   std::vector<RendezvousTarget> out;

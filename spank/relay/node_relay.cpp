@@ -205,6 +205,37 @@ ReadResult read_once(Stream& s, std::vector<char>& buf, std::size_t limit) {
   }
 }
 
+// One message from the relay's socket: its bytes into `data`, the fds it carried
+// (close-on-exec; at most kMaxHandoffFds, as the control buffer holds no more). `n` is
+// recvmsg's result, with errno as it left it.
+struct Message {
+  ssize_t n = 0;
+  int flags = 0;
+  int fds[kMaxHandoffFds];
+  std::size_t nfds = 0;
+};
+
+Message receive_message(int sock, char* data, std::size_t size) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxHandoffFds)];
+  iovec iov{data, size};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  Message m;
+  m.n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (m.n <= 0) return m;
+  m.flags = msg.msg_flags;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t k = 0; k < count && m.nfds < kMaxHandoffFds; ++k)
+      std::memcpy(&m.fds[m.nfds++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+  }
+  return m;
+}
+
 class Loop {
  public:
   Loop(int sock, int stop_fd, const std::atomic<bool>& stop_requested, int local_tasks,
@@ -349,37 +380,21 @@ class Loop {
   void receive() {
     for (;;) {
       char data[kMaxHandoffBytes + 1];
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxHandoffFds)];
-      iovec iov{data, sizeof data};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      const ssize_t n = ::recvmsg(sock_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) return;
-      if (n <= 0) {
+      const Message m = receive_message(sock_, data, sizeof data);
+      if (m.n < 0 && errno == EINTR) continue;
+      if (m.n < 0 && errno == EAGAIN) return;
+      if (m.n <= 0) {
         sock_open_ = false;  // cannot happen while slurmstepd holds the other end
         return;
       }
-      std::vector<int> fds;
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t k = 0; k < count; ++k) {
-          int fd;
-          std::memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof fd);
-          fds.push_back(fd);
-        }
-      }
-      if (!accept(msg, std::string_view(data, static_cast<std::size_t>(n)), fds))
+      const std::vector<int> fds(m.fds, m.fds + m.nfds);
+      if (!accept(m.flags, std::string_view(data, static_cast<std::size_t>(m.n)), fds))
         for (int fd : fds) ::close(fd);
     }
   }
 
-  bool accept(const msghdr& msg, std::string_view bytes, const std::vector<int>& fds) {
-    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) return false;
+  bool accept(int flags, std::string_view bytes, const std::vector<int>& fds) {
+    if (flags & (MSG_TRUNC | MSG_CTRUNC)) return false;
     auto h = decode_handoff(bytes);
     if (!h || static_cast<int>(fds.size()) != handoff_fd_count(*h)) return false;
     if (streams_.size() + (h->out ? 1 : 0) + (h->err ? 1 : 0) > kMaxStreams) return false;
@@ -495,6 +510,19 @@ class Loop {
   std::vector<std::unique_ptr<Stream>> streams_;
 };
 
+// Shuts the socket down (every forked copy of it with it) and closes the fds of the
+// handoffs still queued on it.
+void refuse_handoffs(int sock) {
+  ::shutdown(sock, SHUT_RDWR);
+  for (;;) {
+    char data[kMaxHandoffBytes + 1];
+    const Message m = receive_message(sock, data, sizeof data);
+    if (m.n < 0 && errno == EINTR) continue;
+    if (m.n <= 0) return;
+    for (std::size_t k = 0; k < m.nfds; ++k) ::close(m.fds[k]);
+  }
+}
+
 }  // namespace
 
 void* NodeRelay::thread_main(void* self) {
@@ -505,6 +533,10 @@ void* NodeRelay::thread_main(void* self) {
     // Only a failed allocation of the loop's own vectors gets here; the streams it held
     // are closed, so their programs see EPIPE instead of blocking forever.
   }
+  // However the loop ended (at stop, or early: an allocation, a failed poll), no handoff
+  // may wait for it: later ones fail at once (EPIPE), and those already queued give back
+  // their fds, so each task gets EOF for its answer and relays itself (adversary review 6).
+  refuse_handoffs(r->relay_end_);
   return nullptr;
 }
 
@@ -546,7 +578,7 @@ std::optional<std::string> NodeRelay::start_thread() {
     // The forked tasks hold copies of both ends, so closing ours would leave their
     // handoffs queued and unanswered for 5 s: a shutdown reaches every copy, and each
     // handoff then fails with EPIPE.
-    ::shutdown(relay_end_, SHUT_RDWR);
+    refuse_handoffs(relay_end_);
     refused_ = true;
     return std::string("cannot start the relay thread: ") + std::strerror(rc);
   }

@@ -1,5 +1,6 @@
 // The rendezvous check's gathering (issue 22): the targets the program will see, a lookup
 // that hangs cut at its deadline, and the facts on this host.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -7,7 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <thread>
 #include <string>
@@ -159,4 +162,31 @@ TEST(Rendezvous, TheInterfaceIsTheOneGetifaddrsNames) {
     EXPECT_EQ(f.local_interface, name) << address;
   }
   EXPECT_TRUE(v4) << "no IPv4 address here: the quicker way went untested";
+}
+
+namespace {
+struct ifreq v4_entry(const char* name, const char* address) {
+  struct ifreq r {};
+  std::memcpy(r.ifr_name, name, std::min(std::strlen(name), sizeof r.ifr_name));
+  struct sockaddr_in a {};
+  a.sin_family = AF_INET;
+  ::inet_pton(AF_INET, address, &a.sin_addr);
+  std::memcpy(&r.ifr_addr, &a, sizeof a);
+  return r;
+}
+}  // namespace
+
+// The quick way names an interface only where it cannot disagree with getifaddrs: one
+// holder. An address on two interfaces (adversary review 6) goes to getifaddrs, whose order
+// Gloo shares; a 16-byte name with no NUL is taken whole.
+TEST(Rendezvous, SIOCGIFCONFNamesOnlyTheSoleHolder) {
+  struct in_addr want {};
+  ::inet_pton(AF_INET, "10.0.0.7", &want);
+  const struct ifreq one[] = {v4_entry("lo", "127.0.0.1"), v4_entry("eth0:1", "10.0.0.7"), v4_entry("eth1", "10.0.1.7")};
+  EXPECT_EQ(sole_ipv4_holder(one, 3, want), "eth0:1");
+  const struct ifreq two[] = {v4_entry("big", "10.0.0.7"), v4_entry("small", "10.0.0.7")};
+  EXPECT_EQ(sole_ipv4_holder(two, 2, want), "");
+  EXPECT_EQ(sole_ipv4_holder(one, 1, want), "") << "only what the kernel listed counts";
+  const struct ifreq full[] = {v4_entry("abcdefghijklmnop", "10.0.0.7")};
+  EXPECT_EQ(sole_ipv4_holder(full, 1, want), "abcdefghijklmnop");
 }

@@ -258,6 +258,51 @@ TEST(NodeRelay, AThreadThatCannotStartRefusesTheHandoffsAtOnce) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10-20: see the exit codes above; 14: the handoff waited";
 }
 
+// The thread ends early (here its poll fails: more fds than RLIMIT_NOFILE) while tasks
+// still hand over: none may wait 5 s for an answer that never comes (adversary review 6).
+// The poll fails at the thread's first poll or at its next, after task 1's handoff (whose
+// fds it then cannot receive: refused); task 2 hands over once the thread is gone.
+TEST(NodeRelay, AThreadThatEndsEarlyLeavesNoHandoffWaiting) {
+  const pid_t stepd = ::fork();
+  ASSERT_GE(stepd, 0);
+  if (stepd == 0) {
+    NodeRelay relay;
+    if (relay.start(2)) ::_exit(10);
+    int go[2][2];
+    pid_t task[2];
+    for (int i = 0; i < 2; ++i) {
+      if (::pipe(go[i]) != 0) ::_exit(11);
+      task[i] = ::fork();
+      if (task[i] == 0) {
+        ::close(go[i][1]);
+        char c;
+        if (::read(go[i][0], &c, 1) != 1) ::_exit(12);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto err = hand_to_node_relay(relay.task_socket(), plan_for(i), i);
+        if (!err) ::_exit(13);
+        ::_exit(since(t0) < 1.0 ? 0 : 14);
+      }
+      ::close(go[i][0]);
+    }
+    struct rlimit one {1, 1};
+    if (::setrlimit(RLIMIT_NOFILE, &one) != 0) ::_exit(15);
+    int status[2] = {0, 0};
+    if (::write(go[0][1], "g", 1) != 1) ::_exit(16);
+    ::waitpid(task[0], &status[0], 0);
+    ::usleep(200 * 1000);  // the thread's next poll fails, and it ends
+    if (::write(go[1][1], "g", 1) != 1) ::_exit(17);
+    ::waitpid(task[1], &status[1], 0);
+    relay.stop();
+    for (int i = 0; i < 2; ++i)
+      if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0) ::_exit(20 + 10 * i + WEXITSTATUS(status[i]) % 10);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(stepd, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1x: setup; 2x: task 1, 3x: task 2 (x4: it waited; x3: it was taken)";
+}
+
 TEST(NodeRelay, LosesNoByteWhenSlurmReadsSlowly) {
   NodeRelay relay;
   ASSERT_FALSE(relay.start());
