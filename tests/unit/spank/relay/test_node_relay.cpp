@@ -217,45 +217,76 @@ TEST(NodeRelay, AnOpenedRelayWithoutItsThreadStops) {
   EXPECT_EQ(relay.task_socket(), -1);
 }
 
+namespace {
+
+// A task forked now that hands over only once released (`go`), as slurmstepd's tasks wait
+// for their release, and exits 0 if its handoff was refused at once, 13 if it was taken,
+// 14 if it waited a second or more, 12 if it was never released. -1: no fork.
+struct HeldTask {
+  pid_t pid = -1;
+  int go = -1;
+};
+
+HeldTask fork_held_handoff(NodeRelay& relay, int local_id) {
+  int go[2];
+  if (::pipe(go) != 0) return {};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(go[1]);
+    char c;
+    if (::read(go[0], &c, 1) != 1) ::_exit(12);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto err = hand_to_node_relay(relay.task_socket(), plan_for(local_id), local_id);
+    if (!err) ::_exit(13);
+    ::_exit(since(t0) < 1.0 ? 0 : 14);
+  }
+  ::close(go[0]);
+  return {pid, go[1]};
+}
+
+// Runs `stepd` in a forked process of its own (it changes limits and ids there); its exit
+// code, or -1 when it did not exit.
+template <class F>
+int in_own_process(F stepd) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(stepd());
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+// Releases the task and waits for it; its exit code, or 20 when it did not exit.
+int release(HeldTask& t) {
+  if (::write(t.go, "g", 1) != 1) return 21;
+  int status = 0;
+  ::waitpid(t.pid, &status, 0);
+  ::close(t.go);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 20;
+}
+
+}  // namespace
+
 // The thread cannot start (here: the process limit) after the tasks forked with copies of
 // the socket: their handoffs fail at once, so each relays itself without the 5 s wait for
 // an answer that never comes.
 TEST(NodeRelay, AThreadThatCannotStartRefusesTheHandoffsAtOnce) {
-  const pid_t stepd = ::fork();
-  ASSERT_GE(stepd, 0);
-  if (stepd == 0) {
+  const int code = in_own_process([] {
     NodeRelay relay;
-    if (relay.open(1)) ::_exit(10);
-    int go[2];
-    if (::pipe(go) != 0) ::_exit(11);
-    const pid_t task = ::fork();
-    if (task == 0) {
-      ::close(go[1]);
-      char c;
-      if (::read(go[0], &c, 1) != 1) ::_exit(12);
-      const auto t0 = std::chrono::steady_clock::now();
-      auto err = hand_to_node_relay(relay.task_socket(), plan_for(0), 0);
-      if (!err) ::_exit(13);             // taken: by whom?
-      ::_exit(since(t0) < 1.0 ? 0 : 14);  // refused, and at once
-    }
-    ::close(go[0]);
+    if (relay.open(1)) return 10;
+    HeldTask task = fork_held_handoff(relay, 0);
+    if (task.pid < 0) return 11;
     // RLIMIT_NPROC (a thread counts) binds no root: as nobody, with no room under it.
-    if (::geteuid() == 0 && ::setresuid(65534, 65534, 65534) != 0) ::_exit(15);
+    if (::geteuid() == 0 && ::setresuid(65534, 65534, 65534) != 0) return 15;
     struct rlimit none {1, 1};
-    if (::setrlimit(RLIMIT_NPROC, &none) != 0) ::_exit(16);
+    if (::setrlimit(RLIMIT_NPROC, &none) != 0) return 16;
     auto err = relay.start_thread();
-    if (!err || err->find("cannot start the relay thread") == std::string::npos) ::_exit(17);
-    if (relay.accepting()) ::_exit(18);
-    if (::write(go[1], "g", 1) != 1) ::_exit(19);
-    int status = 0;
-    ::waitpid(task, &status, 0);
+    if (!err || err->find("cannot start the relay thread") == std::string::npos) return 17;
+    if (relay.accepting()) return 18;
+    const int released = release(task);
     relay.stop();
-    ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 20);
-  }
-  int status = 0;
-  ::waitpid(stepd, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10-20: see the exit codes above; 14: the handoff waited";
+    return released;
+  });
+  EXPECT_EQ(code, 0) << "10-21: see the exit codes above; 14: the handoff waited";
 }
 
 // The thread ends early (here its poll fails: more fds than RLIMIT_NOFILE) while tasks
@@ -263,44 +294,20 @@ TEST(NodeRelay, AThreadThatCannotStartRefusesTheHandoffsAtOnce) {
 // The poll fails at the thread's first poll or at its next, after task 1's handoff (whose
 // fds it then cannot receive: refused); task 2 hands over once the thread is gone.
 TEST(NodeRelay, AThreadThatEndsEarlyLeavesNoHandoffWaiting) {
-  const pid_t stepd = ::fork();
-  ASSERT_GE(stepd, 0);
-  if (stepd == 0) {
+  const int code = in_own_process([] {
     NodeRelay relay;
-    if (relay.start(2)) ::_exit(10);
-    int go[2][2];
-    pid_t task[2];
-    for (int i = 0; i < 2; ++i) {
-      if (::pipe(go[i]) != 0) ::_exit(11);
-      task[i] = ::fork();
-      if (task[i] == 0) {
-        ::close(go[i][1]);
-        char c;
-        if (::read(go[i][0], &c, 1) != 1) ::_exit(12);
-        const auto t0 = std::chrono::steady_clock::now();
-        auto err = hand_to_node_relay(relay.task_socket(), plan_for(i), i);
-        if (!err) ::_exit(13);
-        ::_exit(since(t0) < 1.0 ? 0 : 14);
-      }
-      ::close(go[i][0]);
-    }
+    if (relay.start(2)) return 10;
+    HeldTask task[2] = {fork_held_handoff(relay, 0), fork_held_handoff(relay, 1)};
+    if (task[0].pid < 0 || task[1].pid < 0) return 11;
     struct rlimit one {1, 1};
-    if (::setrlimit(RLIMIT_NOFILE, &one) != 0) ::_exit(15);
-    int status[2] = {0, 0};
-    if (::write(go[0][1], "g", 1) != 1) ::_exit(16);
-    ::waitpid(task[0], &status[0], 0);
+    if (::setrlimit(RLIMIT_NOFILE, &one) != 0) return 15;
+    const int first = release(task[0]);
     ::usleep(200 * 1000);  // the thread's next poll fails, and it ends
-    if (::write(go[1][1], "g", 1) != 1) ::_exit(17);
-    ::waitpid(task[1], &status[1], 0);
+    const int second = release(task[1]);
     relay.stop();
-    for (int i = 0; i < 2; ++i)
-      if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0) ::_exit(20 + 10 * i + WEXITSTATUS(status[i]) % 10);
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(stepd, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1x: setup; 2x: task 1, 3x: task 2 (x4: it waited; x3: it was taken)";
+    return first != 0 ? 30 + first % 10 : second != 0 ? 40 + second % 10 : 0;
+  });
+  EXPECT_EQ(code, 0) << "1x: setup; 3x: task 1, 4x: task 2 (x4: it waited; x3: it was taken)";
 }
 
 TEST(NodeRelay, LosesNoByteWhenSlurmReadsSlowly) {
