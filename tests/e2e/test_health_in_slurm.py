@@ -185,7 +185,9 @@ class HealthInSlurm(unittest.TestCase):
         return {"PATH": d + ":" + os.environ["PATH"], "GPUDIAG_SYSLOG_SOCKET": os.path.join(d, "no-syslog")}, config
 
     def test_hung_scontrol_is_reported_not_waited_on(self):
-        env, config = self._fake_scontrol("exec sleep 600\n")
+        # A duration no other test sleeps: ctest runs tests side by side, and the check below
+        # must find this stand-in's process only (a unit test's `sleep 600` once failed it).
+        env, config = self._fake_scontrol("exec sleep 600.417\n")
         t0 = time.monotonic()
         r = self.cluster.run([HEALTH, "--fs-root", os.path.join(FIXTURES, "port-down"), "--config", config,
                               "--drain"], check=False, env=env, timeout=30)
@@ -201,7 +203,7 @@ class HealthInSlurm(unittest.TestCase):
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
         self.assertIn("scontrol timed out after 2 s", r.stderr)
         # The sleeping stand-in was killed with its process group, not left behind.
-        left = subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True, text=True).stdout
+        left = subprocess.run(["pgrep", "-f", "sleep 600.417"], capture_output=True, text=True).stdout
         self.assertEqual(left.strip(), "")
 
     def test_failing_scontrol_is_quoted(self):
