@@ -106,3 +106,7 @@ class MultiNodeBench:
 
 def median_ms(rows, field=0):
     return statistics.median(r[field] for r in rows) * 1000
+
+
+def mean_ms(rows, field=0):
+    return statistics.mean(r[field] for r in rows) * 1000

@@ -108,11 +108,36 @@ spank_err_t spank_getenv(spank_t sp, const char* var, char* buf, int len) {
   return ESPANK_ENV_NOEXIST;
 }
 
+/* As Slurm's setenvf: the value is formatted into a cleared 256 KiB buffer first. */
 spank_err_t spank_setenv(spank_t sp, const char* var, const char* val, int overwrite) {
   char buf[8192];
   if (!overwrite && spank_getenv(sp, var, buf, sizeof buf) == ESPANK_SUCCESS) return ESPANK_ENV_EXISTS;
-  env_put(var, val);
+  char* value = calloc(1, 256 * 1024);
+  if (!value) abort();
+  snprintf(value, 256 * 1024, "%s", val);
+  env_put(var, value);
+  free(value);
   return ESPANK_SUCCESS;
+}
+
+spank_err_t spank_unsetenv(spank_t sp, const char* var) {
+  (void)sp;
+  size_t n = strlen(var);
+  for (int i = 0; i < g_nenv; ++i)
+    if (strncmp(g_env[i], var, n) == 0 && g_env[i][n] == '=') {
+      free(g_env[i]);
+      memmove(&g_env[i], &g_env[i + 1], (size_t)(g_nenv - i) * sizeof g_env[0]);
+      --g_nenv;
+      --i;
+    }
+  return ESPANK_SUCCESS;
+}
+
+/* libslurm's env_array_overwrite, which the plugin finds with dlsym: no buffer. */
+int slurm_env_array_overwrite(char*** array, const char* name, const char* value) {
+  (void)array;
+  env_put(name, value);
+  return 1;
 }
 
 void slurm_info(const char* fmt, ...) { (void)fmt; }

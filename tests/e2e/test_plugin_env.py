@@ -1,5 +1,6 @@
 """gpudiag.so loaded by a real srun/slurmstepd: the distributed env, user values,
 nested steps, --diag validation and a broken config."""
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,29 @@ DUMP_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.item
             "'PET_NNODES', 'PET_NODE_RANK', 'PET_NPROC_PER_NODE', 'PET_MASTER_ADDR', 'PET_MASTER_PORT', "
             "'NCCL_SOCKET_IFNAME', 'NCCL_DEBUG', 'NCCL_DEBUG_FILE', 'NCCL_DEBUG_SUBSYS', "
             "'TORCH_DISTRIBUTED_DEBUG', 'GPUDIAG_INJECTED', 'TORCHELASTIC_RUN_ID', 'SLURM_PROCID')}))")
+
+
+# A SPANK plugin stacked after gpudiag: its user_init runs after gpudiag's, when the job's
+# environment holds what gpudiag added for all the node's tasks (spank/plan/node_env.h), and
+# its task_init after gpudiag's, when each task holds its own values.
+NEIGHBOUR = r"""
+#include <string.h>
+#include <slurm/spank.h>
+SPANK_PLUGIN(neighbour, 1);
+static int asked(int ac, char **av, const char *what) {
+  for (int i = 0; i < ac; ++i)
+    if (!strcmp(av[i], what)) return 1;
+  return 0;
+}
+int slurm_spank_user_init(spank_t sp, int ac, char **av) {
+  if (asked(ac, av, "world")) spank_setenv(sp, "WORLD_SIZE", "64", 1);
+  return 0;
+}
+int slurm_spank_task_init(spank_t sp, int ac, char **av) {
+  if (asked(ac, av, "rank")) spank_setenv(sp, "RANK", "neighbour", 1);
+  return 0;
+}
+"""
 
 
 def json_rows(text):
@@ -119,6 +143,49 @@ class PluginEnv(PluginClusterTest):
         rows = sorted(json_rows(r.stdout), key=lambda e: int(e["SLURM_PROCID"]))
         self.assertEqual([e["RANK"] for e in rows], ["0", "1", "2"])
         self.assertTrue(all(e["WORLD_SIZE"] == "3" for e in rows))
+
+    @contextlib.contextmanager
+    def neighbour(self, arg):
+        """NEIGHBOUR after gpudiag in the plugstack, asked for `arg`, for one block."""
+        so = os.path.join(self.tmp, "neighbour.so")
+        if not os.path.exists(so):
+            src = os.path.join(self.tmp, "neighbour.c")
+            with open(src, "w") as f:
+                f.write(NEIGHBOUR)
+            subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", so, src], check=True)
+        plugstack = os.path.join(self.tmp, "plugstack.conf")
+        with open(plugstack) as f:
+            before = f.read()
+        try:
+            with open(plugstack, "a") as f:
+                f.write(f"required {so} {arg}\n")
+            yield
+        finally:
+            with open(plugstack, "w") as f:
+                f.write(before)
+
+    def test_a_variable_another_plugin_sets_after_gpudiags_user_init_is_the_users(self):
+        # gpudiag's user_init added WORLD_SIZE for the node's tasks; the neighbour's user_init
+        # then set its own. Each task takes away what still holds gpudiag's value and plans
+        # itself, as if nothing had been added: the neighbour's value is a user value.
+        with self.neighbour("world"):
+            rows = self.envs("-n3")
+        self.assertEqual([e["RANK"] for e in rows], ["0", "1", "2"])
+        self.assertEqual([e["LOCAL_RANK"] for e in rows], ["0", "1", "2"])
+        for e in rows:
+            self.assertEqual(e["WORLD_SIZE"], "64")
+            injected = [item.split(":")[0] for item in e["GPUDIAG_INJECTED"].split(",")]
+            self.assertNotIn("WORLD_SIZE", injected)
+            self.assertIn("MASTER_PORT", injected)
+
+    def test_a_plugin_after_gpudiag_may_set_what_gpudiag_set_in_place(self):
+        # Tasks 1 and 2 get their RANK from Slurm's env_array_overwrite in place over the one
+        # user_init added; the neighbour's spank_setenv then frees that entry (a crash here
+        # if the entry were not Slurm's own) and puts its own.
+        with self.neighbour("rank"):
+            rows = self.envs("-n3")
+        self.assertEqual([e["RANK"] for e in rows], ["neighbour"] * 3)
+        self.assertEqual([e["LOCAL_RANK"] for e in rows], ["0", "1", "2"])
 
     def test_nested_step_keeps_values_the_user_exported_inside_the_outer_step(self):
         # salloc + `srun --pty bash`: the user exports inside the step, then runs srun.

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "spank/plan/dist_env.h"
 #include "spank/plan/env_writer.h"
@@ -19,6 +20,17 @@ struct MapEnv : EnvTarget {
   bool set(const std::string& n, const std::string& v) override {
     vars[n] = v;
     return true;
+  }
+};
+
+// An environment array (NAME=VALUE entries, null-terminated), as S_JOB_ENV gives a task.
+struct EnvArray {
+  std::vector<std::string> entries;
+  std::vector<const char*> ptrs;
+  explicit EnvArray(const std::map<std::string, std::string>& vars) {
+    for (const auto& [k, v] : vars) entries.push_back(k + "=" + v);
+    for (const auto& e : entries) ptrs.push_back(e.c_str());
+    ptrs.push_back(nullptr);
   }
 };
 

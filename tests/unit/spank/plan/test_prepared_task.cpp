@@ -46,17 +46,6 @@ MapEnv job_env() {
   return env;
 }
 
-// A forked task's environment array, as S_JOB_ENV gives it.
-struct EnvArray {
-  std::vector<std::string> entries;
-  std::vector<const char*> ptrs;
-  explicit EnvArray(const std::map<std::string, std::string>& vars) {
-    for (const auto& [k, v] : vars) entries.push_back(k + "=" + v);
-    for (const auto& e : entries) ptrs.push_back(e.c_str());
-    ptrs.push_back(nullptr);
-  }
-};
-
 // What Slurm's exec_task adds in the task before task_init.
 std::map<std::string, std::string> task_vars(const MapEnv& job) {
   auto vars = job.vars;
