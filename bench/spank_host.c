@@ -120,26 +120,6 @@ spank_err_t spank_setenv(spank_t sp, const char* var, const char* val, int overw
   return ESPANK_SUCCESS;
 }
 
-spank_err_t spank_unsetenv(spank_t sp, const char* var) {
-  (void)sp;
-  size_t n = strlen(var);
-  for (int i = 0; i < g_nenv; ++i)
-    if (strncmp(g_env[i], var, n) == 0 && g_env[i][n] == '=') {
-      free(g_env[i]);
-      memmove(&g_env[i], &g_env[i + 1], (size_t)(g_nenv - i) * sizeof g_env[0]);
-      --g_nenv;
-      --i;
-    }
-  return ESPANK_SUCCESS;
-}
-
-/* libslurm's env_array_overwrite, which the plugin finds with dlsym: no buffer. */
-int slurm_env_array_overwrite(char*** array, const char* name, const char* value) {
-  (void)array;
-  env_put(name, value);
-  return 1;
-}
-
 void slurm_info(const char* fmt, ...) { (void)fmt; }
 void slurm_error(const char* fmt, ...) {
   va_list ap;

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "spank/plan/diag_options.h"
-#include "spank/plan/node_env.h"
 #include "spank/plan/port_salt.h"
 #include "util/visible_gpus.h"
 
@@ -105,28 +104,24 @@ std::size_t prepared_bytes(const PreparedTask& p) {
 
 bool task_may_use(const PreparedTask& p, const TaskView& t) {
   if (!t.env || !same_ids(p.ids, t.ids)) return false;
-  const auto lookup = [&t](std::string_view name) -> std::optional<std::string_view> {
-    if (t.added && added_by_node(*t.added, name)) return std::nullopt;
-    return env_lookup(t.env, name);
-  };
   // The task variables plan_step reads (read_task_env), each by what it decides there.
-  const auto nodename = lookup("SLURMD_NODENAME");
+  const auto nodename = env_lookup(t.env, "SLURMD_NODENAME");
   if ((nodename && !readable(*nodename)) || short_host_of(nodename, t.hostname) != p.plan.host) return false;
-  const auto cuda = lookup("CUDA_VISIBLE_DEVICES");
+  const auto cuda = env_lookup(t.env, "CUDA_VISIBLE_DEVICES");
   if ((cuda && !readable(*cuda)) ||
       count_visible_gpus(cuda).value_or(0) != count_visible_gpus(p.env.cuda_visible_devices).value_or(0))
     return false;
-  const auto labelio = lookup("SLURM_LABELIO");
+  const auto labelio = env_lookup(t.env, "SLURM_LABELIO");
   if ((labelio && !readable(*labelio)) || (labelio.value_or("") == "1") != (p.env.labelio.value_or("") == "1"))
     return false;
-  if (!same(p.env.port_salt, lookup(kPortSaltEnv))) return false;
-  if (!p.master_addr_fixed && (!same(p.env.step_nodelist, lookup("SLURM_STEP_NODELIST")) ||
-                               !same(p.env.job_nodelist, lookup("SLURM_JOB_NODELIST"))))
+  if (!same(p.env.port_salt, env_lookup(t.env, kPortSaltEnv))) return false;
+  if (!p.master_addr_fixed && (!same(p.env.step_nodelist, env_lookup(t.env, "SLURM_STEP_NODELIST")) ||
+                               !same(p.env.job_nodelist, env_lookup(t.env, "SLURM_JOB_NODELIST"))))
     return false;
   // SLURM_SUBMIT_DIR, the cwd and the uid decide only the diag dir and the watchdog's
   // state, which a prepared plan has none of.
   for (const auto& r : p.reads)
-    if (!same(r.value, lookup(r.name))) return false;
+    if (!same(r.value, env_lookup(t.env, r.name))) return false;
   return true;
 }
 

@@ -17,8 +17,6 @@
 
 namespace gpudiag {
 
-struct NodeEnv;
-
 // One variable of the task's environment that the plan read, and what it found there.
 struct EnvRead {
   std::string name;
@@ -69,9 +67,6 @@ struct TaskView {
   TaskIds ids;                         // master_addr, nproc_per_node and port_salt unused
   const char* const* env = nullptr;    // NAME=VALUE entries, null-terminated
   std::string_view hostname;
-  // What user_init added to the job's environment (node_env.h), read here as unset: the
-  // caller has checked that each still holds user_init's value.
-  const NodeEnv* added = nullptr;
 };
 
 // The one rule: whether the task may take `p` as its own plan. It may when every input

@@ -23,7 +23,6 @@ extern "C" {
 #include "spank/plan/diag_options.h"
 #include "spank/plan/env_writer.h"
 #include "spank/plan/nccl_defaults.h"
-#include "spank/plan/node_env.h"
 #include "spank/plan/port_salt.h"
 #include "spank/plan/prepared_task.h"
 #include "spank/plan/step_plan.h"
@@ -67,9 +66,6 @@ struct Stepd {
   // Each local task's plan, by local id, made in user_init (prepared_task.h); empty: each
   // task plans itself.
   std::vector<PreparedTask> prepared;
-  // What user_init added to the job's environment for all the node's tasks (node_env.h).
-  NodeEnv node_env;
-  slurm_compat::EnvArrayOverwrite overwrite = nullptr;  // null: each edit is a spank_setenv
 };
 
 // Plans made before the fork are kept for at most this many local tasks: slurmstepd holds
@@ -285,46 +281,6 @@ void prepare_tasks(spank_t sp) {
   g.prepared = std::move(prepared);
 }
 
-// After prepare_tasks: each variable the first task sets that the job's environment lacks,
-// added once here rather than by a spank_setenv in every task (node_env.h). What Slurm
-// refuses is left out, and each task then sets it itself.
-void add_node_env(spank_t sp) {
-  if (g.prepared.empty()) return;
-  g.overwrite = slurm_compat::env_array_overwrite_symbol();
-  SpankEnv job_env(sp);
-  NodeEnv wanted = node_env_of(g.prepared.front(), job_env);
-  g.node_env.added.reserve(wanted.added.size());  // no throw between a set and its record
-  for (auto& [name, value] : wanted.added)
-    if (spank_setenv(sp, name.c_str(), value.c_str(), 1) == ESPANK_SUCCESS)
-      g.node_env.added.emplace_back(std::move(name), std::move(value));
-}
-
-// In the task. A name the array holds is overwritten in place (slurm_compat.h); a new one
-// only through spank_setenv, since a new entry moves the array and Slurm keeps its own
-// pointer to it.
-void apply_edits(spank_t sp, const std::vector<EnvEdit>& edits) {
-  for (const auto& e : edits) {
-    if (!e.value) {
-      spank_unsetenv(sp, e.name.c_str());
-      continue;
-    }
-    char** env = nullptr;
-    if (g.overwrite && spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS && env && env_lookup(env, e.name)) {
-      g.overwrite(&env, e.name.c_str(), e.value->c_str());
-      continue;
-    }
-    spank_setenv(sp, e.name.c_str(), e.value->c_str(), 1);
-  }
-}
-
-// A task that plans itself reads the job's environment as it would have been without
-// add_node_env: what still holds the value added there is taken away.
-void remove_node_env(spank_t sp) {
-  char** env = nullptr;
-  if (g.node_env.added.empty() || spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) return;
-  apply_edits(sp, node_env_removal(g.node_env, env));
-}
-
 // In the task: user_init's plan for it, when it fits (task_may_use). Nothing here builds a
 // string or grows a container: the task reads what slurmstepd prepared, and each page it
 // writes is a copy (BENCHMARKS "A launch as cheap as pyxis"). false: nothing was done, and
@@ -340,10 +296,9 @@ bool use_prepared(spank_t sp, const TaskIds& seen) {
   char host[256] = {};  // as hostname() reads it
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   view.hostname = host;
-  view.added = &g.node_env;
-  if (!node_env_intact(g.node_env, env) || !task_may_use(p, view)) return false;
+  if (!task_may_use(p, view)) return false;
   for (const auto& line : p.plan.notices) slurm_error("%s", line.c_str());
-  apply_edits(sp, task_env_edits(g.node_env, p.sets));
+  for (const auto& [name, value] : p.sets) spank_setenv(sp, name.c_str(), value.c_str(), 1);
   start_output_relay(p.plan, seen.rank, seen.local_rank);
   return true;
 }
@@ -422,7 +377,6 @@ int user_init(spank_t sp) {
   // Last: the plans read what the blocks above found. Without them each task plans itself.
   guarded("user init", 0, [&] {
     prepare_tasks(sp);
-    add_node_env(sp);
     return 0;
   });
   return rc;
@@ -457,7 +411,6 @@ int task_init(spank_t sp) {
     seen.num_nodes = static_cast<int>(nnodes);
     if (use_prepared(sp, seen)) return 0;
   }
-  remove_node_env(sp);
 
   SpankEnv env(sp);
   // This process is the forked task, with its own copy of g, used once: moved, not copied.

@@ -57,17 +57,6 @@ inline KillJobStep kill_job_step_symbol() {
   return reinterpret_cast<KillJobStep>(::dlsym(RTLD_DEFAULT, "slurm_kill_job_step"));
 }
 
-// libslurm's env_array_overwrite, exported to plugins as slurm_env_array_overwrite (22.05,
-// 24.11 and 26.05 checked; no header declares it to a plugin). Where the array holds the
-// name, it frees that one entry and puts a new "NAME=VALUE" in its place: unlike
-// spank_setenv (setenvf) no 256 KiB buffer, and the array does not move. Found at run
-// time, so a Slurm without it loads the plugin all the same.
-using EnvArrayOverwrite = int (*)(char*** array, const char* name, const char* value);
-
-inline EnvArrayOverwrite env_array_overwrite_symbol() {
-  return reinterpret_cast<EnvArrayOverwrite>(::dlsym(RTLD_DEFAULT, "slurm_env_array_overwrite"));
-}
-
 // A template, so that only the branch this slurm.h declares is compiled.
 template <class F>
 int call_kill_job_step(F kill, std::uint32_t job, std::uint32_t step) {

@@ -22,9 +22,8 @@ DUMP_ENV = ("import json, os; print(json.dumps({k: v for k, v in os.environ.item
             "'TORCH_DISTRIBUTED_DEBUG', 'GPUDIAG_INJECTED', 'TORCHELASTIC_RUN_ID', 'SLURM_PROCID')}))")
 
 
-# A SPANK plugin stacked after gpudiag: its user_init runs after gpudiag's, when the job's
-# environment holds what gpudiag added for all the node's tasks (spank/plan/node_env.h), and
-# its task_init after gpudiag's, when each task holds its own values.
+# A SPANK plugin stacked after gpudiag: its user_init runs after gpudiag's has prepared
+# each task's plan (spank/plan/prepared_task.h), and its task_init after gpudiag's.
 NEIGHBOUR = r"""
 #include <string.h>
 #include <slurm/spank.h>
@@ -165,9 +164,9 @@ class PluginEnv(PluginClusterTest):
                 f.write(before)
 
     def test_a_variable_another_plugin_sets_after_gpudiags_user_init_is_the_users(self):
-        # gpudiag's user_init added WORLD_SIZE for the node's tasks; the neighbour's user_init
-        # then set its own. Each task takes away what still holds gpudiag's value and plans
-        # itself, as if nothing had been added: the neighbour's value is a user value.
+        # gpudiag's user_init planned each task without WORLD_SIZE; the neighbour's user_init
+        # then set it. No task may take its prepared plan (task_may_use): each plans itself,
+        # and the neighbour's value is a user value.
         with self.neighbour("world"):
             rows = self.envs("-n3")
         self.assertEqual([e["RANK"] for e in rows], ["0", "1", "2"])
@@ -178,10 +177,8 @@ class PluginEnv(PluginClusterTest):
             self.assertNotIn("WORLD_SIZE", injected)
             self.assertIn("MASTER_PORT", injected)
 
-    def test_a_plugin_after_gpudiag_may_set_what_gpudiag_set_in_place(self):
-        # Tasks 1 and 2 get their RANK from Slurm's env_array_overwrite in place over the one
-        # user_init added; the neighbour's spank_setenv then frees that entry (a crash here
-        # if the entry were not Slurm's own) and puts its own.
+    def test_a_plugin_after_gpudiag_may_set_what_gpudiag_set(self):
+        # The neighbour's task_init runs after gpudiag's: its RANK replaces gpudiag's.
         with self.neighbour("rank"):
             rows = self.envs("-n3")
         self.assertEqual([e["RANK"] for e in rows], ["neighbour"] * 3)

@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""Side by side: what each gpudiag.so adds to a step launch, in the machine's CPU (issue 34).
+
+    bench/launch_ab.py NAME=PATH/gpudiag.so [NAME=PATH ...] [--tasks 48] [--rounds 150]
+
+On the 3-node test cluster, `srun -N3 -nTASKS true` with no plugin and with each named
+gpudiag.so (its own config, etc/gpudiag.yaml), interleaved launch by launch in a new random
+order each round. Prints per plugstack the median wall time and the whole machine's CPU
+(srun, slurmctld, slurmd, slurmstepd, the tasks: /proc/stat, in 10 ms ticks) as a mean with
+the top and bottom tenth cut (a launch that hangs in a retry would move a plain mean by tens
+of ms), each against no plugin, and a 95 % interval for the CPU difference from no plugin
+(two standard errors). bench/launch_cost.py says whether the goal is met; this is for telling
+two builds apart, which its medians of wall time cannot do: on the 2-core VM they move by 3 to 6
+ms between runs. gpudiag_yaml.so must sit beside each gpudiag.so."""
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from multinode_bench import ROOT, MultiNodeBench  # noqa: E402
+
+
+def trimmed(values, cut=0.1):
+    values = sorted(values)
+    k = int(len(values) * cut)
+    return values[k:len(values) - k]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("plugins", nargs="+", help="NAME=PATH/gpudiag.so")
+    ap.add_argument("--tasks", type=int, default=48)
+    ap.add_argument("--rounds", type=int, default=150)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    a = ap.parse_args()
+    step = ["srun", "-N3", f"-n{a.tasks}", "true"]
+    with MultiNodeBench(a.build, "ab") as b:
+        cfg = b.config("gpudiag").split("config=")[1].strip()
+        ways = {"none": (None, step)}
+        for item in a.plugins:
+            name, _, path = item.partition("=")
+            if not path or not os.path.exists(path):
+                ap.error(f"{item}: give NAME=PATH to an existing gpudiag.so")
+            ways[name] = (f"required {os.path.abspath(path)} config={cfg}\n", step)
+        time.sleep(2.1)  # root caches a config only once it is 2 s old
+        with open("/proc/loadavg") as f:
+            load = f.read().split()[:3]
+        rows = b.interleave(ways, a.rounds, warmup=3, shuffle=True)
+    base_wall = statistics.median(r[0] for r in rows["none"])
+    base = trimmed([r[1] for r in rows["none"]])
+    print(f"srun -N3 -n{a.tasks} true, {a.rounds} interleaved rounds (load before: {' '.join(load)}):")
+    print(f"  {'plugstack':12} {'wall':>9} {'added':>8}   {'CPU':>9} {'added':>8} {'95 % interval':>16}")
+    for name, got in rows.items():
+        wall = statistics.median(r[0] for r in got)
+        cpu = trimmed([r[1] for r in got])
+        diff = statistics.mean(cpu) - statistics.mean(base)
+        se = math.sqrt(statistics.variance(cpu) / len(cpu) + statistics.variance(base) / len(base))
+        print(f"  {name:12} {wall * 1e3:6.1f} ms {(wall - base_wall) * 1e3:+6.1f}   {statistics.mean(cpu) * 1e3:6.1f} ms "
+              f"{diff * 1e3:+6.1f}   {(diff - 2 * se) * 1e3:+6.1f} to {(diff + 2 * se) * 1e3:+5.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
