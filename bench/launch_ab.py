@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Side by side: what each gpudiag.so adds to a step launch, in the machine's CPU (issue 34).
 
-    bench/launch_ab.py NAME=PATH/gpudiag.so [NAME=PATH ...] [--tasks 48] [--rounds 150]
+    bench/launch_ab.py NAME=PATH/gpudiag.so [NAME=PATH ...] [--tasks 48] [--rounds 150] [--counts]
 
 On the 3-node test cluster, `srun -N3 -nTASKS true` with no plugin and with each named
 gpudiag.so (its own config, etc/gpudiag.yaml), interleaved launch by launch in a new random
@@ -9,12 +9,16 @@ order each round. Prints per plugstack the median wall time and the whole machin
 (srun, slurmctld, slurmd, slurmstepd, the tasks: /proc/stat, in 10 ms ticks) as a mean with
 the top and bottom tenth cut (a launch that hangs in a retry would move a plain mean by tens
 of ms), each against no plugin, and a 95 % interval for the CPU difference from no plugin
-(two standard errors). bench/launch_cost.py says whether the goal is met; this is for telling
-two builds apart, which its medians of wall time cannot do: on the 2-core VM they move by 3 to 6
-ms between runs. gpudiag_yaml.so must sit beside each gpudiag.so."""
+(two standard errors). With --counts each launch runs under `perf stat -a` (linux-perf), and
+the medians of the machine's page faults and context switches per launch are printed: counts,
+not times, which barely move between runs; perf's own work then inflates the times (about
++40 ms of CPU per launch), so compare those only with other --counts runs. bench/launch_cost.py says whether the goal
+is met; this is for telling two builds apart, which its medians of wall time cannot do: on the
+2-core VM they move by 3 to 6 ms between runs. gpudiag_yaml.so must sit beside each gpudiag.so."""
 import argparse
 import math
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -29,26 +33,63 @@ def trimmed(values, cut=0.1):
     return values[k:len(values) - k]
 
 
+COUNTS = ("page-faults", "context-switches")
+
+
+def counted(argv, out):
+    """argv under `perf stat -a`, each run's counts appended to `out`."""
+    return ["perf", "stat", "-a", "-x,", "-o", out, "--append", "-e", ",".join(COUNTS), "--", *argv]
+
+
+def read_counts(path):
+    """Each run's counts from a file `perf stat --append` wrote, in run order."""
+    runs, run = [], {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("# started"):
+                if run:
+                    runs.append(run)
+                run = {}
+                continue
+            fields = line.strip().split(",")
+            if len(fields) > 2 and fields[2] in COUNTS and fields[0].isdigit():
+                run[fields[2]] = int(fields[0])
+    if run:
+        runs.append(run)
+    return runs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("plugins", nargs="+", help="NAME=PATH/gpudiag.so")
     ap.add_argument("--tasks", type=int, default=48)
     ap.add_argument("--rounds", type=int, default=150)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--counts", action="store_true", help="page faults and context switches, by perf stat -a")
     a = ap.parse_args()
     step = ["srun", "-N3", f"-n{a.tasks}", "true"]
+    perf = a.counts
+    if perf and not shutil.which("perf"):
+        ap.error("--counts needs perf (apt-get install linux-perf)")
     with MultiNodeBench(a.build, "ab") as b:
         cfg = b.config("gpudiag").split("config=")[1].strip()
-        ways = {"none": (None, step)}
+        names = ["none"]
         for item in a.plugins:
             name, _, path = item.partition("=")
             if not path or not os.path.exists(path):
                 ap.error(f"{item}: give NAME=PATH to an existing gpudiag.so")
-            ways[name] = (f"required {os.path.abspath(path)} config={cfg}\n", step)
+            names.append(name)
+        stats = {name: os.path.join(b.dir, f"{i}.stat") for i, name in enumerate(names)}
+        ways = {}
+        for name, item in zip(names, [None, *a.plugins]):
+            mode = item and f"required {os.path.abspath(item.partition('=')[2])} config={cfg}\n"
+            ways[name] = (mode, counted(step, stats[name]) if perf else step)
         time.sleep(2.1)  # root caches a config only once it is 2 s old
         with open("/proc/loadavg") as f:
             load = f.read().split()[:3]
         rows = b.interleave(ways, a.rounds, warmup=3, shuffle=True)
+        # The warm-up launches come first in each file.
+        counts = {name: read_counts(path)[-a.rounds:] for name, path in stats.items()} if perf else {}
     base_wall = statistics.median(r[0] for r in rows["none"])
     base = trimmed([r[1] for r in rows["none"]])
     print(f"srun -N3 -n{a.tasks} true, {a.rounds} interleaved rounds (load before: {' '.join(load)}):")
@@ -60,6 +101,12 @@ def main():
         se = math.sqrt(statistics.variance(cpu) / len(cpu) + statistics.variance(base) / len(base))
         print(f"  {name:12} {wall * 1e3:6.1f} ms {(wall - base_wall) * 1e3:+6.1f}   {statistics.mean(cpu) * 1e3:6.1f} ms "
               f"{diff * 1e3:+6.1f}   {(diff - 2 * se) * 1e3:+6.1f} to {(diff + 2 * se) * 1e3:+5.1f}")
+    if counts:
+        print("  the machine's counts per launch (perf stat -a), medians:")
+        base_counts = {k: statistics.median(r.get(k, 0) for r in counts["none"]) for k in COUNTS}
+        for name, got in counts.items():
+            med = {k: statistics.median(r.get(k, 0) for r in got) for k in COUNTS}
+            print(f"  {name:12} " + "   ".join(f"{k} {med[k]:7.0f} ({med[k] - base_counts[k]:+6.0f})" for k in COUNTS))
     return 0
 
 
