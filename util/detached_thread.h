@@ -1,11 +1,20 @@
 #pragma once
-// A thread that srun's plugin starts and never joins (the preflight barrier's server, the
+// Threads the plugin starts with every signal blocked (the host's signals stay with its own
+// threads). One that srun starts and never joins (the preflight barrier's server, the
 // fabric coordinator): srun may exit, and unload its plugins (dlclose), while the thread
-// still waits on its deadline.
+// still waits on its deadline. One that slurmstepd joins at once, for where its memory
+// lies: glibc gives a new thread a malloc arena of its own, so what it allocates before
+// the tasks fork stays off slurmstepd's main heap, where Slurm's own allocations in each
+// forked task would meet it and copy its pages (a third fewer page faults per launch:
+// docs/BENCHMARKS.md, "A launch as cheap as pyxis").
 #include <functional>
 #include <string>
 
 namespace gpudiag {
+
+// Runs `body` on a thread of its own with every signal blocked, and waits for it. false:
+// no thread could start, and `body` did not run. `body` must not throw.
+bool run_in_own_arena(const std::function<void()>& body);
 
 // Runs `body` on a detached thread with every signal blocked (srun's signals stay with
 // srun's own threads), keeping the shared object that holds this code mapped until the

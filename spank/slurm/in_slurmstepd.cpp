@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,6 +41,7 @@ extern "C" {
 #include "spank/slurm/spank_access.h"
 #include "spank/slurm/step_killer.h"
 #include "util/control_bytes.h"
+#include "util/detached_thread.h"
 #include "util/this_host.h"
 
 namespace gpudiag::in_slurmstepd {
@@ -375,8 +377,20 @@ int user_init(spank_t sp) {
     return 0;
   });
   // Last: the plans read what the blocks above found. Without them each task plans itself.
+  // On a thread of its own, joined here: the plans, and all the work that makes them, stay
+  // off slurmstepd's main heap (detached_thread.h). This thread waits meanwhile, so the
+  // SPANK calls in prepare_tasks meet nothing of slurmstepd's that main would not.
   guarded("user init", 0, [&] {
-    prepare_tasks(sp);
+    std::exception_ptr error;
+    const auto prepare = [&] {
+      try {
+        prepare_tasks(sp);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    };
+    if (!run_in_own_arena(prepare)) prepare();
+    if (error) std::rethrow_exception(error);
     return 0;
   });
   return rc;

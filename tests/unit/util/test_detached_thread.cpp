@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <future>
 
 using namespace gpudiag;
@@ -27,3 +30,33 @@ TEST(DetachedThread, RunsTheBodyWithEverySignalBlocked) {
   EXPECT_EQ(sigismember(&before, SIGINT), sigismember(&after, SIGINT));
   EXPECT_EQ(sigismember(&before, SIGTERM), sigismember(&after, SIGTERM));
 }
+
+TEST(OwnArenaThread, RunsTheBodyToItsEndWithEverySignalBlocked) {
+  bool ran = false, blocked = false;
+  ASSERT_TRUE(run_in_own_arena([&] {
+    sigset_t mask;
+    ::pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+    blocked = sigismember(&mask, SIGINT) == 1 && sigismember(&mask, SIGTERM) == 1;
+    ran = true;
+  }));
+  // Joined: what the body did is done when it returns.
+  EXPECT_TRUE(ran);
+  EXPECT_TRUE(blocked);
+  sigset_t after;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &after);
+  EXPECT_EQ(sigismember(&after, SIGINT), 0);
+}
+
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's allocator has no arenas
+TEST(OwnArenaThread, WhatTheBodyAllocatesIsNotOnTheMainHeap) {
+  // The main heap lies below the program break; a thread's arena is a mapping of its own.
+  void* main_heap = std::malloc(64);
+  void* own = nullptr;
+  ASSERT_TRUE(run_in_own_arena([&] { own = std::malloc(64); }));
+  const void* brk = ::sbrk(0);
+  EXPECT_LT(main_heap, brk);
+  EXPECT_GT(own, brk);
+  std::free(own);  // a chunk of another arena is freed like any other
+  std::free(main_heap);
+}
+#endif
