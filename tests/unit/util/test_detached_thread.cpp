@@ -1,9 +1,12 @@
-// The detached thread srun's plugin starts: it runs, and it never sees srun's signals.
+// The plugin's threads: the detached one srun starts runs and never sees srun's signals;
+// the one slurmstepd joins runs to its end, blocks every signal, and allocates off the main
+// heap.
 #include "util/detached_thread.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
-
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -60,3 +63,21 @@ TEST(OwnArenaThread, WhatTheBodyAllocatesIsNotOnTheMainHeap) {
   std::free(main_heap);
 }
 #endif
+
+// No thread can start (here: the process limit, which binds no root, so as nobody): the
+// caller learns it, and the body has not run, so the caller runs it in place.
+TEST(OwnArenaThread, WithoutAThreadSaysSoAndRunsNothing) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::geteuid() == 0 && ::setresuid(65534, 65534, 65534) != 0) ::_exit(10);
+    struct rlimit none {1, 1};
+    if (::setrlimit(RLIMIT_NPROC, &none) != 0) ::_exit(11);
+    bool ran = false;
+    if (run_in_own_arena([&] { ran = true; })) ::_exit(12);
+    ::_exit(ran ? 13 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10, 11: setup; 12: a thread started; 13: the body ran";
+}
