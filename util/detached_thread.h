@@ -12,8 +12,9 @@
 
 namespace gpudiag {
 
-// Runs `body` on a thread of its own with every signal blocked, and waits for it. false:
-// no thread could start, and `body` did not run. `body` must not throw.
+// Runs `body` on a thread of its own with every signal blocked, on a 512 KiB stack that is
+// unmapped after the join, and waits for it. false: no thread could start (no pid, thread
+// or memory left), and `body` did not run. `body` must not throw.
 bool run_in_own_arena(const std::function<void()>& body);
 
 // Runs `body` on a detached thread with every signal blocked (srun's signals stay with

@@ -10,7 +10,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstdint>
+#include <fstream>
 #include <future>
+#include <sstream>
+#include <string>
 
 using namespace gpudiag;
 
@@ -80,4 +84,22 @@ TEST(OwnArenaThread, WithoutAThreadSaysSoAndRunsNothing) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10, 11: setup; 12: a thread started; 13: the body ran";
+}
+
+// The thread's stack is unmapped after the join: glibc would keep a stack of its own making,
+// a mapping every later fork of slurmstepd carries (adversary review 7).
+TEST(OwnArenaThread, LeavesNoStackBehind) {
+  std::uintptr_t on_stack = 0;
+  ASSERT_TRUE(run_in_own_arena([&] {
+    int local = 0;
+    on_stack = reinterpret_cast<std::uintptr_t>(&local);
+  }));
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::uintptr_t from = 0, to = 0;
+    char dash = 0;
+    std::istringstream(line) >> std::hex >> from >> dash >> to;
+    EXPECT_FALSE(on_stack >= from && on_stack < to) << "still mapped: " << line;
+  }
 }
