@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include "util/task_path.h"
+
 namespace gpudiag {
 
-std::string_view short_name_of(std::string_view name) { return name.substr(0, name.find('.')); }
+GPUDIAG_TASK_PATH std::string_view short_name_of(std::string_view name) { return name.substr(0, name.find('.')); }
 
 std::string short_name(const std::string& name) { return std::string(short_name_of(name)); }
 

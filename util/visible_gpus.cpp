@@ -4,6 +4,8 @@
 #include <array>
 #include <vector>
 
+#include "util/task_path.h"
+
 namespace gpudiag {
 namespace {
 
@@ -64,7 +66,7 @@ struct Keys {
 
 }  // namespace
 
-std::optional<int> count_visible_gpus(std::optional<std::string_view> cuda_visible_devices) {
+GPUDIAG_TASK_PATH std::optional<int> count_visible_gpus(std::optional<std::string_view> cuda_visible_devices) {
   if (!cuda_visible_devices) return std::nullopt;
   std::string_view rest = *cuda_visible_devices;
   Keys indices, uuids;

@@ -5,6 +5,7 @@
 
 #include "spank/plan/diag_options.h"
 #include "spank/plan/port_salt.h"
+#include "util/task_path.h"
 #include "util/visible_gpus.h"
 
 namespace gpudiag {
@@ -40,14 +41,14 @@ class RecordingEnv : public EnvTarget {
 
 // Where SpankEnv reads a value in full (spank_access.cpp): a longer one reads as a
 // stand-in, which the task would then have planned with.
-bool readable(std::string_view value) { return value.size() <= kMaxDiagListBytes; }
+GPUDIAG_TASK_PATH bool readable(std::string_view value) { return value.size() <= kMaxDiagListBytes; }
 
-bool same(const std::optional<std::string>& planned, const std::optional<std::string_view>& now) {
+GPUDIAG_TASK_PATH bool same(const std::optional<std::string>& planned, const std::optional<std::string_view>& now) {
   if (!planned || !now) return !planned && !now;
   return readable(*now) && *planned == *now;
 }
 
-bool same_ids(const TaskIds& a, const TaskIds& b) {
+GPUDIAG_TASK_PATH bool same_ids(const TaskIds& a, const TaskIds& b) {
   return a.job_id == b.job_id && a.step_id == b.step_id && a.rank == b.rank && a.world_size == b.world_size &&
          a.local_rank == b.local_rank && a.local_world_size == b.local_world_size && a.node_rank == b.node_rank &&
          a.num_nodes == b.num_nodes;
@@ -55,12 +56,15 @@ bool same_ids(const TaskIds& a, const TaskIds& b) {
 
 }  // namespace
 
-std::optional<std::string_view> env_lookup(const char* const* env, std::string_view name) {
+GPUDIAG_TASK_PATH std::optional<std::string_view> env_lookup(const char* const* env, std::string_view name) {
   if (!env) return std::nullopt;
+  // A task looks up some 25 names in an environment of a hundred or more entries: compared
+  // byte by byte up to the first difference, not measured whole (strlen) each time.
   for (const char* const* e = env; *e; ++e) {
-    const std::string_view entry(*e);
-    if (entry.size() > name.size() && entry[name.size()] == '=' && entry.compare(0, name.size(), name) == 0)
-      return entry.substr(name.size() + 1);
+    const char* entry = *e;
+    std::size_t i = 0;
+    while (i < name.size() && entry[i] != '\0' && entry[i] == name[i]) ++i;
+    if (i == name.size() && entry[i] == '=') return std::string_view(entry + i + 1);
   }
   return std::nullopt;
 }
@@ -88,11 +92,13 @@ std::optional<PreparedTask> prepare_task(StepInputs in, EnvTarget& env, bool mas
   p.sets = recorded.take_sets();
   p.plan = std::move(plan);
   p.plan.env = EnvList();  // `sets` is what the task applies; slurmstepd keeps one copy
+  p.relay = plan_relay(p.plan, p.ids.rank, kPreparedStreams).relay;
   return p;
 }
 
 std::size_t prepared_bytes(const PreparedTask& p) {
-  std::size_t n = sizeof p + p.hostname.size() + p.plan.host.size() + p.plan.tag_text.size();
+  std::size_t n = sizeof p + p.hostname.size() + p.plan.host.size() + p.plan.tag_text.size() + p.handoff.size() +
+                  (p.relay ? p.relay->tag.size() : 0);
   for (const auto* v : {&p.env.cuda_visible_devices, &p.env.step_nodelist, &p.env.job_nodelist, &p.env.submit_dir,
                         &p.env.labelio, &p.env.nodename, &p.env.port_salt})
     n += v->value_or("").size();
@@ -102,7 +108,7 @@ std::size_t prepared_bytes(const PreparedTask& p) {
   return n;
 }
 
-bool task_may_use(const PreparedTask& p, const TaskView& t) {
+GPUDIAG_TASK_PATH bool task_may_use(const PreparedTask& p, const TaskView& t) {
   if (!t.env || !same_ids(p.ids, t.ids)) return false;
   // The task variables plan_step reads (read_task_env), each by what it decides there.
   const auto nodename = env_lookup(t.env, "SLURMD_NODENAME");

@@ -32,7 +32,15 @@ struct PreparedTask {
   std::vector<EnvRead> reads;  // every other variable plan_step and apply_env read
   EnvList sets;                // what apply_env set, in its order (GPUDIAG_INJECTED last)
   StepPlan plan;
+  // The output relay chosen ahead for the usual streams (kPreparedStreams), and the message
+  // that hands them to the node's relay thread (node_relay_wire.h; empty: none made ahead).
+  // A task whose streams differ chooses in the task, as before.
+  std::optional<RelayPlan> relay;
+  std::string handoff;
 };
+
+// A task's streams as most steps have them: both forwarded to srun, neither a terminal.
+constexpr StreamFacts kPreparedStreams{true, true, false, false};
 
 // What a prepared plan holds in root's slurmstepd: its strings' bytes. The user chooses
 // the variables it copies (up to 8 KiB each), so a step's plans are bounded together:

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "util/task_path.h"
 #include "util/this_host.h"
 #include "spank/plan/failfast_env.h"
 #include "spank/plan/prefix_format.h"
@@ -58,7 +59,7 @@ Result<DiagOptions> merge_diag_options(std::string_view from_env, const std::opt
   return base;
 }
 
-bool step_runs_tasks(std::uint32_t step_id) {
+GPUDIAG_TASK_PATH bool step_runs_tasks(std::uint32_t step_id) {
   return step_id != kBatchStep && step_id != kExternStep && step_id != kInteractiveStep;
 }
 
@@ -106,7 +107,8 @@ std::string diag_dir_path(const DiagOptions& diag, const std::string& submit_dir
   return default_diag_dir(submit_dir, cwd, job_id, step_id);
 }
 
-std::string_view short_host_of(std::optional<std::string_view> slurmd_nodename, std::string_view hostname) {
+GPUDIAG_TASK_PATH std::string_view short_host_of(std::optional<std::string_view> slurmd_nodename,
+                                                std::string_view hostname) {
   const std::string_view host = slurmd_nodename.value_or(std::string_view());
   return short_name_of(host.empty() ? hostname : host);
 }
@@ -198,7 +200,7 @@ StepPlan plan_step(const StepInputs& in) {
   return plan;
 }
 
-RelayChoice plan_relay(const StepPlan& plan, int rank, const StreamFacts& streams) {
+GPUDIAG_TASK_PATH RelayChoice plan_relay(const StepPlan& plan, int rank, const StreamFacts& streams) {
   RelayChoice choice;
   RelayPlan r;
   r.hang = plan.hang;

@@ -121,6 +121,7 @@ double hang_seconds(const DiagOptions& d, const PluginSettings& p);
 struct StreamFacts {
   bool out_forwarded = false, err_forwarded = false;
   bool out_tty = false, err_tty = false;
+  bool operator==(const StreamFacts&) const = default;
 };
 
 struct RelayChoice {

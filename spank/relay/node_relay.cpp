@@ -179,19 +179,19 @@ struct ReadResult {
   bool emptied = true;
 };
 
-// One read of at most `limit` bytes.
-ReadResult read_once(Stream& s, std::vector<char>& buf, std::size_t limit) {
+// One read of at most `limit` bytes into `buf` (kReadSize bytes).
+ReadResult read_once(Stream& s, char* buf, std::size_t limit) {
   if (s.drain_left == 0) {
     end_of_input(s);
     return {true, true};
   }
-  limit = std::min({limit, buf.size(), s.drain_left});
+  limit = std::min({limit, kReadSize, s.drain_left});
   if (limit == 0) return {false, false};  // no room now: the bytes wait in the pipe
   for (;;) {
-    const ssize_t r = ::read(s.in, buf.data(), limit);
+    const ssize_t r = ::read(s.in, buf, limit);
     if (r > 0) {
       s.last_data = now_s();
-      take(s, buf.data(), static_cast<std::size_t>(r));
+      take(s, buf, static_cast<std::size_t>(r));
       if (s.drain_left != kNoDrain && (s.drain_left -= static_cast<std::size_t>(r)) == 0) {
         end_of_input(s);  // what the pipe held at the drain limit is read
         return {true, true};
@@ -245,7 +245,7 @@ class Loop {
         stop_requested_(stop_requested),
         peak_held_(peak_held),
         local_tasks_(local_tasks > 0 ? static_cast<std::size_t>(local_tasks) : 0),
-        buf_(kReadSize) {}
+        buf_(new char[kReadSize]) {}
 
   void run() {
     std::vector<pollfd> fds;
@@ -449,7 +449,7 @@ class Loop {
   // srun is gone reads on (so its program never blocks) and keeps nothing.
   std::size_t read_limit(const Stream& s) const {
     if (s.in < 0 || s.has_pending()) return 0;
-    if (s.dead) return buf_.size();
+    if (s.dead) return kReadSize;
     const std::size_t others = held_ - s.counted;
     const std::size_t room = kRelayStepBudget > others ? kRelayStepBudget - others : 0;
     // A sliver of room waits for more: reads stay worth their syscall, and no buffer is
@@ -466,7 +466,7 @@ class Loop {
     for (std::size_t got = 0; got < kRoundRead;) {
       const std::size_t limit = read_limit(s);
       if (limit == 0) return;
-      const ReadResult r = read_once(s, buf_, limit);
+      const ReadResult r = read_once(s, buf_.get(), limit);
       flush(s);
       settle(s);
       pace(s);
@@ -484,7 +484,7 @@ class Loop {
       for (std::size_t got = 0; s->in >= 0 && !s->has_pending() && got < kFinalReadMax;) {
         const std::size_t limit = read_limit(*s);
         pollfd p{s->in, POLLIN, 0};
-        if (limit == 0 || ::poll(&p, 1, 0) <= 0 || read_once(*s, buf_, limit).ended) break;
+        if (limit == 0 || ::poll(&p, 1, 0) <= 0 || read_once(*s, buf_.get(), limit).ended) break;
         got += limit;
         flush(*s);
         settle(*s);
@@ -506,7 +506,8 @@ class Loop {
   bool sock_open_ = true;
   std::size_t held_ = 0;  // the capacity of every stream's pending (Stream::counted)
   std::size_t turn_ = 0;
-  std::vector<char> buf_;
+  // Not cleared: a step whose tasks write little never touches most of its pages.
+  std::unique_ptr<char[]> buf_;
   std::vector<std::unique_ptr<Stream>> streams_;
 };
 

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "spank/relay/output_relay.h"
 
@@ -89,5 +90,10 @@ class NodeRelay {
 // In a task, before its exec: fds 1 and 2 (as `plan` names them) now lead to the node's
 // relay. nullopt on success; on failure nothing has changed and the result says why.
 std::optional<std::string> hand_to_node_relay(int task_socket, const RelayPlan& plan, int local_id);
+// Its two halves. The message for `plan` (node_relay_wire.h), which user_init makes ahead for
+// a prepared task (nullopt: the plan is out of the wire's range), and the handoff with a
+// message made so, which builds no string on success.
+std::optional<std::string> handoff_message(const RelayPlan& plan, int local_id);
+std::optional<std::string> hand_over_streams(int task_socket, std::string_view message, bool out, bool err);
 
 }  // namespace gpudiag

@@ -10,6 +10,7 @@
 
 #include "spank/relay/node_relay.h"
 #include "spank/relay/node_relay_wire.h"
+#include "util/task_path.h"
 
 namespace gpudiag {
 namespace {
@@ -20,7 +21,7 @@ constexpr int kSendWaitMs = 5000;
 
 // The thread's answer: one byte when it took the streams; EOF when it refused them (it
 // closed the pipe), which is also what the kernel gives when it could not pass the fds.
-bool accepted(int answer_r) {
+GPUDIAG_TASK_PATH bool accepted(int answer_r) {
   pollfd p{answer_r, POLLIN, 0};
   for (;;) {
     const int n = ::poll(&p, 1, kSendWaitMs);
@@ -39,7 +40,7 @@ bool accepted(int answer_r) {
   }
 }
 
-bool send_with_fds(int sock, const std::string& bytes, const int* fds, int count) {
+GPUDIAG_TASK_PATH bool send_with_fds(int sock, std::string_view bytes, const int* fds, int count) {
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxHandoffFds)] = {};
   msghdr msg{};
@@ -67,7 +68,7 @@ bool send_with_fds(int sock, const std::string& bytes, const int* fds, int count
 
 }  // namespace
 
-std::optional<std::string> hand_to_node_relay(int task_socket, const RelayPlan& plan, int local_id) {
+std::optional<std::string> handoff_message(const RelayPlan& plan, int local_id) {
   TaskHandoff h;
   h.local_id = static_cast<std::uint32_t>(local_id);
   h.max_line = static_cast<std::uint32_t>(plan.max_line);
@@ -76,8 +77,17 @@ std::optional<std::string> hand_to_node_relay(int task_socket, const RelayPlan& 
   h.tag_out = plan.tag_out;
   h.tag_err = plan.tag_err;
   h.tag = plan.tag;
-  auto bytes = encode_handoff(h);
+  return encode_handoff(h);
+}
+
+std::optional<std::string> hand_to_node_relay(int task_socket, const RelayPlan& plan, int local_id) {
+  auto bytes = handoff_message(plan, local_id);
   if (!bytes) return std::string("the tag or line length is out of range");
+  return hand_over_streams(task_socket, *bytes, plan.out, plan.err);
+}
+
+GPUDIAG_TASK_PATH std::optional<std::string> hand_over_streams(int task_socket, std::string_view message, bool out,
+                                                               bool err) {
   if (task_socket < 0) return std::string("no relay thread on this node");
 
   int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, answer[2] = {-1, -1};
@@ -88,7 +98,7 @@ std::optional<std::string> hand_to_node_relay(int task_socket, const RelayPlan& 
         *fd = -1;
       }
   };
-  if ((h.out && ::pipe2(out_pipe, O_CLOEXEC) != 0) || (h.err && ::pipe2(err_pipe, O_CLOEXEC) != 0) ||
+  if ((out && ::pipe2(out_pipe, O_CLOEXEC) != 0) || (err && ::pipe2(err_pipe, O_CLOEXEC) != 0) ||
       ::pipe2(answer, O_CLOEXEC) != 0) {
     std::string why = std::strerror(errno);
     close_pipes();
@@ -96,16 +106,16 @@ std::optional<std::string> hand_to_node_relay(int task_socket, const RelayPlan& 
   }
   int fds[kMaxHandoffFds];
   int count = 0;
-  if (h.out) {
+  if (out) {
     fds[count++] = STDOUT_FILENO;
     fds[count++] = out_pipe[0];
   }
-  if (h.err) {
+  if (err) {
     fds[count++] = STDERR_FILENO;
     fds[count++] = err_pipe[0];
   }
   fds[count++] = answer[1];
-  if (!send_with_fds(task_socket, *bytes, fds, count)) {
+  if (!send_with_fds(task_socket, message, fds, count)) {
     std::string why = std::strerror(errno);
     close_pipes();
     return "cannot reach the node's relay thread: " + why;
@@ -121,8 +131,8 @@ std::optional<std::string> hand_to_node_relay(int task_socket, const RelayPlan& 
     return why;
   }
   // The thread holds Slurm's fds now; the program writes into the pipes.
-  if (h.out) ::dup2(out_pipe[1], STDOUT_FILENO);
-  if (h.err) ::dup2(err_pipe[1], STDERR_FILENO);
+  if (out) ::dup2(out_pipe[1], STDOUT_FILENO);
+  if (err) ::dup2(err_pipe[1], STDERR_FILENO);
   close_pipes();
   return std::nullopt;
 }

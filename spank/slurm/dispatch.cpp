@@ -9,6 +9,7 @@ extern "C" {
 #include "spank/slurm/contexts.h"
 #include "spank/slurm/slurm_compat.h"
 #include "spank/slurm/spank_access.h"
+#include "util/task_path.h"
 
 // SPANK_PLUGIN() gives these internal linkage in C++: declare them by hand.
 extern "C" {
@@ -91,8 +92,8 @@ int slurm_spank_local_user_init(spank_t sp, int, char**) {
                  [&] { return spank_context() == S_CTX_LOCAL ? in_srun::local_user_init(sp) : 0; });
 }
 
-int slurm_spank_task_init(spank_t sp, int, char**) {
-  return guarded("task init", 0, [&] { return spank_context() == S_CTX_REMOTE ? in_slurmstepd::task_init(sp) : 0; });
+GPUDIAG_TASK_PATH int slurm_spank_task_init(spank_t sp, int, char**) {
+  return guarded("task init", 0, [&]() GPUDIAG_TASK_PATH { return spank_context() == S_CTX_REMOTE ? in_slurmstepd::task_init(sp) : 0; });
 }
 
 int slurm_spank_task_post_fork(spank_t sp, int, char**) {

@@ -8,6 +8,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -42,6 +43,7 @@ extern "C" {
 #include "spank/slurm/step_killer.h"
 #include "util/control_bytes.h"
 #include "util/detached_thread.h"
+#include "util/task_path.h"
 #include "util/this_host.h"
 
 namespace gpudiag::in_slurmstepd {
@@ -83,32 +85,45 @@ int remote_failure(const std::string& message) {
   return 0;
 }
 
-bool forwarded_to_srun(int fd) {
+GPUDIAG_TASK_PATH bool forwarded_to_srun(int fd) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return false;
   return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
 }
 
-void start_output_relay(const StepPlan& plan, int rank, int local_id) {
-  StreamFacts streams;
-  streams.out_forwarded = forwarded_to_srun(STDOUT_FILENO);
-  streams.err_forwarded = forwarded_to_srun(STDERR_FILENO);
-  streams.out_tty = ::isatty(STDOUT_FILENO);
-  streams.err_tty = ::isatty(STDERR_FILENO);
-  auto choice = plan_relay(plan, rank, streams);
-  if (choice.notice) slurm_error("%s", choice.notice->c_str());
-  if (!choice.relay) return;
+// `message`: the handoff made ahead for `relay` (empty: made here).
+GPUDIAG_TASK_PATH void relay_task(const RelayPlan& relay, std::string_view message, int rank, int local_id) {
   // Tags alone: the node's thread relays, and the task is the program itself. A watched
   // task keeps its own relay process, where the watchdog lives.
   NodeRelay* node = g.node_relay;
-  if (choice.relay->hang.duration_s <= 0 && node && node->accepting()) {
-    auto err = hand_to_node_relay(node->task_socket(), *choice.relay, local_id);
+  if (relay.hang.duration_s <= 0 && node && node->accepting()) {
+    auto err = message.empty() ? hand_to_node_relay(node->task_socket(), relay, local_id)
+                               : hand_over_streams(node->task_socket(), message, relay.out, relay.err);
     if (!err) return;
     slurm_error("%s", task_relays_itself(rank, *err).c_str());
   }
-  choice.relay->forward_stepd_signals = g.forward_stepd_signals;
+  RelayPlan own = relay;
+  own.forward_stepd_signals = g.forward_stepd_signals;
   // Returns here in the program's process; the relay never comes back.
-  if (auto err = start_relay(*choice.relay)) slurm_error("%s", task_runs_without_relay(rank, *err).c_str());
+  if (auto err = start_relay(own)) slurm_error("%s", task_runs_without_relay(rank, *err).c_str());
+}
+
+// `ready`: the task's prepared plan, whose relay was chosen ahead for kPreparedStreams.
+GPUDIAG_TASK_PATH void start_output_relay(const StepPlan& plan, int rank, int local_id,
+                                          const PreparedTask* ready = nullptr) {
+  StreamFacts streams;
+  streams.out_forwarded = forwarded_to_srun(STDOUT_FILENO);
+  streams.err_forwarded = forwarded_to_srun(STDERR_FILENO);
+  // A pipe or a socket is no terminal: one syscall less each.
+  streams.out_tty = !streams.out_forwarded && ::isatty(STDOUT_FILENO);
+  streams.err_tty = !streams.err_forwarded && ::isatty(STDERR_FILENO);
+  if (ready && streams == kPreparedStreams) {
+    if (ready->relay) relay_task(*ready->relay, ready->handoff, rank, local_id);
+    return;
+  }
+  auto choice = plan_relay(plan, rank, streams);
+  if (choice.notice) slurm_error("%s", choice.notice->c_str());
+  if (choice.relay) relay_task(*choice.relay, {}, rank, local_id);
 }
 
 // Every task checks (it is cheap), so no task of a bad node starts the program; the
@@ -276,6 +291,7 @@ void prepare_tasks(spank_t sp) {
     in.ids.local_rank = static_cast<int>(local);
     auto p = prepare_task(std::move(in), env, !g.master_addr.empty());
     if (!p) return;  // the plan needs the task itself: each one plans as before
+    if (p->relay) p->handoff = handoff_message(*p->relay, static_cast<int>(local)).value_or("");
     bytes += prepared_bytes(*p);
     if (bytes > kPreparedStepBudget) return;  // the user's variables are large: each task plans itself
     prepared.push_back(std::move(*p));
@@ -287,7 +303,7 @@ void prepare_tasks(spank_t sp) {
 // string or grows a container: the task reads what slurmstepd prepared, and each page it
 // writes is a copy (BENCHMARKS "A launch as cheap as pyxis"). false: nothing was done, and
 // the task plans itself.
-bool use_prepared(spank_t sp, const TaskIds& seen) {
+GPUDIAG_TASK_PATH bool use_prepared(spank_t sp, const TaskIds& seen) {
   if (seen.local_rank < 0 || static_cast<std::size_t>(seen.local_rank) >= g.prepared.size()) return false;
   const PreparedTask& p = g.prepared[static_cast<std::size_t>(seen.local_rank)];
   TaskView view;
@@ -301,7 +317,7 @@ bool use_prepared(spank_t sp, const TaskIds& seen) {
   if (!task_may_use(p, view)) return false;
   for (const auto& line : p.plan.notices) slurm_error("%s", line.c_str());
   for (const auto& [name, value] : p.sets) spank_setenv(sp, name.c_str(), value.c_str(), 1);
-  start_output_relay(p.plan, seen.rank, seen.local_rank);
+  start_output_relay(p.plan, seen.rank, seen.local_rank, &p);
   return true;
 }
 
@@ -396,7 +412,7 @@ int user_init(spank_t sp) {
   return rc;
 }
 
-int task_init(spank_t sp) {
+GPUDIAG_TASK_PATH int task_init(spank_t sp) {
   std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
   int local_id = 0;
   if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step)) return 0;

@@ -104,6 +104,18 @@ TEST(PreparedTask, ATaskOfAPlainStepTakesThePlanAndGetsWhatItWouldHavePlanned) {
   // The user's value stays, and is what both torch names get (failfast_env).
   EXPECT_EQ(replayed(p, vars).at("NCCL_ASYNC_ERROR_HANDLING"), "3");
   EXPECT_EQ(replayed(p, vars).at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
+  // The relay chosen ahead is the task's own choice for the usual streams.
+  const StepPlan own_plan = plan_step(task);
+  const RelayChoice own = plan_relay(own_plan, task.ids.rank, kPreparedStreams);
+  ASSERT_TRUE(own.relay && p.relay) << "a plain step of two nodes tags its lines";
+  EXPECT_EQ(p.relay->tag, own.relay->tag);
+  EXPECT_EQ(p.relay->out, own.relay->out);
+  EXPECT_EQ(p.relay->err, own.relay->err);
+  EXPECT_EQ(p.relay->tag_out, own.relay->tag_out);
+  EXPECT_EQ(p.relay->tag_err, own.relay->tag_err);
+  EXPECT_EQ(p.relay->max_line, own.relay->max_line);
+  EXPECT_EQ(p.relay->hang.duration_s, 0);
+  EXPECT_EQ(own.notice, std::nullopt);
 }
 
 TEST(PreparedTask, PlansThatNeedTheTaskAreNotPrepared) {
@@ -254,6 +266,10 @@ TEST(PreparedTask, EnvLookupFindsTheFirstExactName) {
   const char* dup[] = {"X=first", "X=second", "Y", nullptr};
   EXPECT_EQ(env_lookup(dup, "X"), std::optional<std::string_view>("first"));
   EXPECT_EQ(env_lookup(dup, "Y"), std::nullopt);
+  // Compared byte by byte: a name never reads past an entry's end, nor matches through a NUL.
+  EXPECT_EQ(env_lookup(dup, "XX"), std::nullopt);
+  EXPECT_EQ(env_lookup(dup, std::string_view("X\0", 2)), std::nullopt);
+  EXPECT_EQ(env_lookup(dup, ""), std::nullopt);
 }
 
 // Adversary review 3, B2: the variables a plan copies are the user's (up to 8 KiB each),

@@ -45,16 +45,21 @@ RelayPlan plan_for(int rank) {
   return p;
 }
 
-Task start_task(NodeRelay& relay, int local_id, const std::string& script, RelayPlan plan) {
+// ahead: the handoff's message is made before the fork, as user_init makes it for a
+// prepared task, and the task only sends it.
+Task start_task(NodeRelay& relay, int local_id, const std::string& script, RelayPlan plan, bool ahead = false) {
   int out[2], err[2];
   EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
   EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+  const auto message = ahead ? handoff_message(plan, local_id) : std::nullopt;
+  EXPECT_EQ(ahead, message.has_value());
   Task t;
   t.pid = ::fork();
   if (t.pid == 0) {
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
-    if (auto e = hand_to_node_relay(relay.task_socket(), plan, local_id)) {
+    if (auto e = message ? hand_over_streams(relay.task_socket(), *message, plan.out, plan.err)
+                         : hand_to_node_relay(relay.task_socket(), plan, local_id)) {
       ::dprintf(2, "handoff: %s\n", e->c_str());
       ::_exit(99);
     }
@@ -178,6 +183,28 @@ TEST(NodeRelay, TagsEveryTasksLinesAndClosesEachAtItsEnd) {
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), i) << "the program is the task: its own exit code";
   }
+  relay.stop();
+}
+
+// A prepared task sends a message made before the fork (user_init): the same handoff,
+// whichever streams it names.
+TEST(NodeRelay, AHandoffMadeAheadIsTheSameHandoff) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  RelayPlan out_only = plan_for(5);
+  out_only.err = false;
+  std::vector<Task> tasks;
+  tasks.push_back(start_task(relay, 0, "echo a; echo b >&2", plan_for(4), true));
+  tasks.push_back(start_task(relay, 1, "echo a; echo b >&2", out_only, true));
+  tasks.push_back(start_task(relay, 2, "echo a; echo b >&2", plan_for(6), false));
+  for (auto& t : tasks) ASSERT_TRUE(read_to_eof(t));
+  EXPECT_EQ(tasks[0].out, "[h:4] a\n");
+  EXPECT_EQ(tasks[0].err, "[h:4] b\n");
+  EXPECT_EQ(tasks[1].out, "[h:5] a\n");
+  EXPECT_EQ(tasks[1].err, "b\n") << "stderr not handed over: Slurm's own, untagged";
+  EXPECT_EQ(tasks[2].out, "[h:6] a\n");
+  for (auto& t : tasks) EXPECT_EQ(wait_exit(t), 0);
+  EXPECT_FALSE(handoff_message(RelayPlan{}, 0)) << "no streams: no message";
   relay.stop();
 }
 
