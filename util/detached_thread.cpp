@@ -10,25 +10,6 @@
 #include <thread>
 
 namespace gpudiag {
-namespace {
-
-// A new thread inherits the mask of the one that creates it.
-class EverySignalBlocked {
- public:
-  EverySignalBlocked() {
-    sigset_t all;
-    ::sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &old_);
-  }
-  ~EverySignalBlocked() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  EverySignalBlocked(const EverySignalBlocked&) = delete;
-  EverySignalBlocked& operator=(const EverySignalBlocked&) = delete;
-
- private:
-  sigset_t old_;
-};
-
-}  // namespace
 
 std::string start_detached_thread(std::function<void()> body) {
   // Linked into the plugin: this function's own object is the one srun would unload.

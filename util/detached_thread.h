@@ -7,10 +7,30 @@
 // the tasks fork stays off slurmstepd's main heap, where Slurm's own allocations in each
 // forked task would meet it and copy its pages (a third fewer page faults per launch:
 // docs/BENCHMARKS.md, "A launch as cheap as pyxis").
+#include <signal.h>
+
 #include <functional>
 #include <string>
 
 namespace gpudiag {
+
+// While it lives, this thread blocks every signal, so a thread started meanwhile inherits
+// that mask (a new thread inherits its creator's) and takes none of the host's (glibc keeps its own set-uid signal deliverable).
+// Every thread of the plugin starts under one.
+class EverySignalBlocked {
+ public:
+  EverySignalBlocked() {
+    sigset_t all;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old_);
+  }
+  ~EverySignalBlocked() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  EverySignalBlocked(const EverySignalBlocked&) = delete;
+  EverySignalBlocked& operator=(const EverySignalBlocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
 
 // Runs `body` on a thread of its own with every signal blocked, on a 512 KiB stack that is
 // unmapped after the join, and waits for it. false: no thread could start (no pid, thread

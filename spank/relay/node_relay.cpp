@@ -22,6 +22,7 @@
 #include "spank/relay/line_prefixer.h"
 #include "spank/relay/node_relay_wire.h"
 #include "spank/relay/write_pacing.h"
+#include "util/detached_thread.h"
 
 namespace gpudiag {
 namespace {
@@ -564,16 +565,16 @@ std::optional<std::string> NodeRelay::open(int local_tasks) {
 
 std::optional<std::string> NodeRelay::start_thread() {
   if (!opened_ || started_ || refused_ || ::getpid() != owner_) return std::nullopt;
-  // The thread takes no signal of slurmstepd's (glibc keeps its own set-uid signal
-  // deliverable), and writes to a gone srun fail with EPIPE instead of raising SIGPIPE.
-  sigset_t all, old;
-  sigfillset(&all);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kThreadStack);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  const int rc = pthread_create(&thread_, &attr, &NodeRelay::thread_main, this);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  int rc;
+  {
+    // The thread takes no signal of slurmstepd's, and writes to a gone srun fail with
+    // EPIPE instead of raising SIGPIPE.
+    EverySignalBlocked blocked;
+    rc = pthread_create(&thread_, &attr, &NodeRelay::thread_main, this);
+  }
   pthread_attr_destroy(&attr);
   if (rc != 0) {
     // The forked tasks hold copies of both ends, so closing ours would leave their

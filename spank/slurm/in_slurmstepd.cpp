@@ -250,15 +250,23 @@ void open_node_relay(spank_t sp) {
   g.node_relay = relay;
 }
 
+// Whether prepare_tasks has anything to do: a step whose tasks gpudiag runs (not the batch
+// or extern step), with no error kept, and a local task count it prepares for.
+bool tasks_to_prepare(spank_t sp) {
+  std::uint32_t job = 0, step = 0, local_count = 0;
+  return g.remote_error.empty() && item(sp, S_JOB_ID, job) && item(sp, S_JOB_STEPID, step) && step_runs_tasks(step) &&
+         item(sp, S_JOB_LOCAL_TASK_COUNT, local_count) && local_count > 0 && local_count <= kMaxPreparedTasks;
+}
+
 // Once per step and node, after everything else user_init finds, before the tasks fork:
 // each local task's plan, as task_init would make it from the job's environment now. A
 // task that it fits then only applies it (use_prepared).
 void prepare_tasks(spank_t sp) {
   std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 0, total = 1;
   uid_t uid = 0;
-  if (!g.remote_error.empty() || !item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step) || !step_runs_tasks(step))
+  if (!tasks_to_prepare(sp) || !item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step) ||
+      !item(sp, S_JOB_LOCAL_TASK_COUNT, local_count))
     return;
-  if (!item(sp, S_JOB_LOCAL_TASK_COUNT, local_count) || local_count == 0 || local_count > kMaxPreparedTasks) return;
   item(sp, S_JOB_NNODES, nnodes);
   item(sp, S_JOB_NODEID, nodeid);
   item(sp, S_JOB_TOTAL_TASK_COUNT, total);
@@ -397,6 +405,8 @@ int user_init(spank_t sp) {
   // off slurmstepd's main heap (detached_thread.h). This thread waits meanwhile, so the
   // SPANK calls in prepare_tasks meet nothing of slurmstepd's that main would not.
   guarded("user init", 0, [&] {
+    // No thread for a step with nothing to plan (the batch step, a refused one).
+    if (!tasks_to_prepare(sp)) return 0;
     std::exception_ptr error;
     const auto prepare = [&] {
       try {
