@@ -4,8 +4,8 @@
     bench/launch_ab.py NAME=PATH/gpudiag.so[@VARIANT] [NAME=PATH ...] [--tasks 48] [--rounds 150] [--counts]
 
 On the 3-node test cluster, `srun -N3 -nTASKS true` with no plugin and with each named
-gpudiag.so (with etc/gpudiag.yaml, or a variant of it: @norelay, `plugin.prefix: never`, no
-relay thread and no handoff; @noib, no `NCCL_IB_HCA: auto`), interleaved launch by launch in a new random
+gpudiag.so (with etc/gpudiag.yaml, or a variant of it: @norelay or @noib, multinode_bench.VARIANTS),
+interleaved launch by launch in a new random
 order each round. Prints per plugstack the median wall time and the whole machine's CPU
 (srun, slurmctld, slurmd, slurmstepd, the tasks: /proc/stat, in 10 ms ticks) as a mean with
 the top and bottom tenth cut (a launch that hangs in a retry would move a plain mean by tens
@@ -25,10 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launch_cost import NOIB, NORELAY  # noqa: E402
 from multinode_bench import ROOT, MultiNodeBench  # noqa: E402
-
-VARIANTS = {"": (), "norelay": NORELAY, "noib": NOIB}
 
 
 def trimmed(values, cut=0.1):
@@ -76,19 +73,12 @@ def main():
     if perf and not shutil.which("perf"):
         ap.error("--counts needs perf (apt-get install linux-perf)")
     with MultiNodeBench(a.build, "ab") as b:
-        names, modes = ["none"], [None]
-        for item in a.plugins:
-            name, _, rest = item.partition("=")
-            path, _, variant = rest.partition("@")
-            if not path or not os.path.exists(path):
-                ap.error(f"{item}: give NAME=PATH to an existing gpudiag.so")
-            if variant not in VARIANTS:
-                ap.error(f"{item}: no variant {variant!r} (there are: {', '.join(v for v in VARIANTS if v)})")
-            cfg = b.config(variant or "gpudiag", VARIANTS[variant]).split("config=")[1].strip()
-            names.append(name)
-            modes.append(f"required {os.path.abspath(path)} config={cfg}\n")
-        stats = {name: os.path.join(b.dir, f"{i}.stat") for i, name in enumerate(names)}
-        ways = {name: (mode, counted(step, stats[name]) if perf else step) for name, mode in zip(names, modes)}
+        try:
+            modes = {"none": None, **b.modes(a.plugins)}
+        except ValueError as e:
+            ap.error(str(e))
+        stats = {name: os.path.join(b.dir, f"{i}.stat") for i, name in enumerate(modes)}
+        ways = {name: (mode, counted(step, stats[name]) if perf else step) for name, mode in modes.items()}
         time.sleep(2.1)  # root caches a config only once it is 2 s old
         with open("/proc/loadavg") as f:
             load = f.read().split()[:3]

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from multinode_bench import ROOT, MultiNodeBench, mean_ms, median_ms, plugin_path, write_config
+from multinode_bench import NOIB, NORELAY, ROOT, MultiNodeBench, mean_ms, median_ms, plugin_path, write_config
 from plugin_relay import WRITER
 
 ANCHORS = os.path.join(ROOT, "..", "shared", "anchors")
@@ -114,8 +114,6 @@ def settle():
 
 
 # The configs the bench compares: each (old, new) applied to etc/gpudiag.yaml.
-NORELAY = [("\n  prefix: auto", "\n  prefix: never")]
-NOIB = [("\n    NCCL_IB_HCA: auto", "")]
 
 
 def split_only(a):

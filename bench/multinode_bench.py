@@ -17,6 +17,13 @@ from multinode_cluster import MultiNodeCluster  # noqa: E402
 from plugin_relay import timed  # noqa: E402
 
 
+# Config variants of etc/gpudiag.yaml (write_config's `replace`) the benches compare: no relay
+# (`plugin.prefix: never`: no relay thread, no handoff), no IB scan (no `NCCL_IB_HCA: auto`).
+NORELAY = [("\n  prefix: auto", "\n  prefix: never")]
+NOIB = [("\n    NCCL_IB_HCA: auto", "")]
+VARIANTS = {"": (), "norelay": NORELAY, "noib": NOIB}
+
+
 def plugin_path(build):
     plugin = os.path.abspath(os.path.join(build, "spank", "gpudiag.so"))
     if not os.path.exists(plugin):
@@ -56,6 +63,21 @@ class MultiNodeBench:
     def config(self, name, replace=(), append=""):
         """A copy of etc/gpudiag.yaml (write_config) in the bench's directory; returns a mode."""
         return f"required {self.plugin} config={write_config(self.dir, name, replace, append)}\n"
+
+    def modes(self, items):
+        """name -> plugstack mode of each NAME=PATH/gpudiag.so[@VARIANT] (VARIANTS); raises
+        ValueError for a missing file or an unknown variant."""
+        out = {}
+        for item in items:
+            name, _, rest = item.partition("=")
+            path, _, variant = rest.partition("@")
+            if not name or not path or not os.path.exists(path):
+                raise ValueError(f"{item}: give NAME=PATH to an existing gpudiag.so")
+            if variant not in VARIANTS:
+                raise ValueError(f"{item}: no variant {variant!r} (there are: {', '.join(v for v in VARIANTS if v)})")
+            cfg = write_config(self.dir, variant or "gpudiag", VARIANTS[variant])
+            out[name] = f"required {os.path.abspath(path)} config={cfg}\n"
+        return out
 
     def use(self, mode):
         with open(self.plugstack, "w") as f:
