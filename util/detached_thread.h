@@ -16,7 +16,7 @@ namespace gpudiag {
 
 // While it lives, this thread blocks every signal, so a thread started meanwhile inherits
 // that mask (a new thread inherits its creator's) and takes none of the host's (glibc keeps its own set-uid signal deliverable).
-// Every thread of the plugin starts under one.
+// Every thread the plugin starts in srun or slurmstepd starts under one.
 class EverySignalBlocked {
  public:
   EverySignalBlocked() {

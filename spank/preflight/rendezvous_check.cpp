@@ -18,10 +18,10 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <tuple>
 
 #include "util/control_bytes.h"
+#include "util/detached_thread.h"
 
 namespace gpudiag {
 namespace {
@@ -250,11 +250,22 @@ RendezvousFacts gather_rendezvous(const RendezvousTarget& target, double deadlin
     // as pyxis").
     resolve(addr_lookup, target.host, *lookup, AI_NUMERICHOST);
   } else {
-    try {
-      std::thread([addr_lookup, lookup, host = target.host] { resolve(addr_lookup, host, *lookup); }).detach();
-    } catch (const std::exception&) {
+    // A resolver that hangs past the deadline can outlive the step, and slurmstepd unloads
+    // its plugins at the end: start_detached_thread keeps this code mapped, and the thread
+    // takes none of slurmstepd's signals.
+    // Nothing may leave the thread: an exception there would end slurmstepd.
+    const auto body = [addr_lookup, lookup, host = target.host] {
+      try {
+        resolve(addr_lookup, host, *lookup);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(lookup->m);
+        lookup->rc = EAI_MEMORY;
+        lookup->done = true;
+        lookup->cv.notify_all();
+      }
+    };
+    if (!start_detached_thread(body).empty())
       resolve(addr_lookup, target.host, *lookup);  // no thread to be had: look up without a deadline
-    }
   }
   {
     std::unique_lock<std::mutex> lock(lookup->m);

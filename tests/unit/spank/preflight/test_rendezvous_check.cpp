@@ -101,6 +101,31 @@ TEST(Rendezvous, ANumericAddressIsLookedUpWithoutAThread) {
   EXPECT_FALSE(f.addresses.empty());
 }
 
+// The resolver's thread may outlive the step in slurmstepd: it takes none of its signals,
+// and a resolver that throws (out of memory) ends the lookup instead of the process.
+static bool g_every_signal_blocked = false;
+static int masked_lookup(const char*, const char*, const struct addrinfo*, struct addrinfo**) {
+  sigset_t now;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &now);
+  g_every_signal_blocked = sigismember(&now, SIGTERM) == 1 && sigismember(&now, SIGINT) == 1 &&
+                           sigismember(&now, SIGCHLD) == 1 && sigismember(&now, SIGUSR2) == 1;
+  return EAI_NONAME;
+}
+static int throwing_lookup(const char*, const char*, const struct addrinfo*, struct addrinfo**) {
+  throw std::bad_alloc();
+}
+
+TEST(Rendezvous, TheResolversThreadTakesNoSignalAndNothingLeavesIt) {
+  RendezvousTarget t{"MASTER_ADDR", "gpu001", 61007, false, false};
+  auto f = gather_rendezvous(t, 5, masked_lookup);
+  EXPECT_TRUE(g_every_signal_blocked);
+  EXPECT_FALSE(f.timed_out);
+  EXPECT_NE(f.resolve_error, "");
+  f = gather_rendezvous(t, 5, throwing_lookup);
+  EXPECT_FALSE(f.timed_out);
+  EXPECT_EQ(f.resolve_error, ::gai_strerror(EAI_MEMORY));
+}
+
 // The gathering half, on this machine's own resolver and sockets.
 TEST(Rendezvous, GatherOnThisHost) {
   RendezvousTarget t{"MASTER_ADDR", "localhost", 0, false, false};
