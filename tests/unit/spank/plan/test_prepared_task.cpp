@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "spank/plan/diag_options.h"
@@ -270,6 +271,50 @@ TEST(PreparedTask, EnvLookupFindsTheFirstExactName) {
   EXPECT_EQ(env_lookup(dup, "XX"), std::nullopt);
   EXPECT_EQ(env_lookup(dup, std::string_view("X\0", 2)), std::nullopt);
   EXPECT_EQ(env_lookup(dup, ""), std::nullopt);
+}
+
+// Adversary review 8: the byte-by-byte env_lookup (9405fe3) against the strlen version it
+// replaced, for every entry over {A, B, =} up to 5 bytes and every name over {A, B, =, NUL}
+// up to 4: the same answer, the same value (its bytes and where they lie), each time.
+TEST(PreparedTask, EnvLookupAnswersAsTheStrlenVersionDid) {
+  const auto strlen_lookup = [](const char* const* env, std::string_view name) -> std::optional<std::string_view> {
+    for (const char* const* e = env; *e; ++e) {
+      const std::string_view entry(*e);
+      if (entry.size() > name.size() && entry[name.size()] == '=' && entry.compare(0, name.size(), name) == 0)
+        return entry.substr(name.size() + 1);
+    }
+    return std::nullopt;
+  };
+  const auto all = [](std::string_view alphabet, std::size_t max_len) {
+    std::vector<std::string> out{""};
+    for (std::size_t from = 0; out.back().size() < max_len;) {
+      const std::size_t to = out.size();
+      for (std::size_t i = from; i < to; ++i)
+        for (char c : alphabet) out.push_back(out[i] + c);
+      from = to;
+    }
+    return out;
+  };
+  const auto entries = all("AB=", 5);
+  const auto names = all(std::string_view("AB=\0", 4), 4);
+  std::size_t checked = 0;
+  for (const auto& entry : entries) {
+    // Alone, and behind an entry that never matches a name without '=' in it.
+    const char* alone[] = {entry.c_str(), nullptr};
+    const char* behind[] = {"", "=", entry.c_str(), nullptr};
+    for (const auto& name : names)
+      for (const char* const* env : {static_cast<const char* const*>(alone), static_cast<const char* const*>(behind)}) {
+        const auto want = strlen_lookup(env, name);
+        const auto got = env_lookup(env, name);
+        ASSERT_EQ(got.has_value(), want.has_value()) << "entry '" << entry << "' name size " << name.size();
+        if (want) {
+          ASSERT_EQ(got->data(), want->data());
+          ASSERT_EQ(got->size(), want->size());
+        }
+        ++checked;
+      }
+  }
+  EXPECT_GT(checked, 100000u);
 }
 
 // Adversary review 3, B2: the variables a plan copies are the user's (up to 8 KiB each),
