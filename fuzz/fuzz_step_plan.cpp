@@ -23,6 +23,7 @@
 #include "spank/plan/step_plan.h"
 #include "util/visible_gpus.h"
 #include "spank/preflight/rendezvous_check.h"
+#include "spank/relay/node_relay.h"
 
 namespace {
 
@@ -162,6 +163,18 @@ void check_prepared(gpudiag::StepInputs node, unsigned diff, const std::vector<s
   GPUDIAG_FUZZ_CHECK(own.notices == p->plan.notices && own.host == p->plan.host && own.tag == p->plan.tag &&
                      own.tag_text == p->plan.tag_text && own.diag_dir.empty() && !own.preflight &&
                      own.hang.duration_s == 0 && own.hang_asked == p->plan.hang_asked);
+  // The relay chosen ahead for the usual streams (kPreparedStreams), and the handoff
+  // user_init makes for it, are what the task would choose and encode itself (9405fe3).
+  const auto own_relay = gpudiag::plan_relay(own, task.ids.rank, gpudiag::kPreparedStreams);
+  GPUDIAG_FUZZ_CHECK(!own_relay.notice && own_relay.relay.has_value() == p->relay.has_value());
+  if (own_relay.relay) {
+    const auto& a = *own_relay.relay;
+    const auto& b = *p->relay;
+    GPUDIAG_FUZZ_CHECK(a.tag == b.tag && a.out == b.out && a.err == b.err && a.tag_out == b.tag_out &&
+                       a.tag_err == b.tag_err && a.max_line == b.max_line && b.hang.duration_s == 0);
+    GPUDIAG_FUZZ_CHECK(gpudiag::handoff_message(a, task.ids.local_rank) ==
+                       gpudiag::handoff_message(b, p->ids.local_rank));
+  }
   MapEnv applied = env;
   gpudiag::apply_env(applied, own.env);
   for (const auto& [name, value] : p->sets) env.vars[name] = value;
