@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <vector>
@@ -73,13 +74,24 @@ struct Stream {
   std::size_t pipe_size = 0;   // Slurm's pipe's capacity; 0: not a pipe (no pacing)
   WritePacing pacing;
   double write_at = 0;         // a full pipe is polled again from then on
+  // Which stream has a chunk half written to this stream's destination (the open file that
+  // Slurm's fd leads to; shared by a task's stdout and stderr under `-o FILE`, by every task
+  // under one `-o` without %t): no other stream writes there until that chunk is out, or its
+  // lines would be spliced into the middle of one. nullptr: nothing half written.
+  Stream** holder = nullptr;
   Stream(int in_fd, int out_fd, bool tag_lines, const std::string& tag_text, std::size_t max_line)
       : in(in_fd), out(out_fd), tag(tag_lines), lines(tag_text, max_line) {}
   ~Stream() {
+    release();
     for (int fd : {in, out})
       if (fd >= 0) ::close(fd);
   }
   bool has_pending() const { return off < pending.size(); }
+  // Another stream's chunk is half written to this one's destination.
+  bool waits_for_another() const { return holder && *holder && *holder != this; }
+  void release() {
+    if (holder && *holder == this) *holder = nullptr;
+  }
   bool done() const { return in < 0 && (dead || !has_pending()); }
 };
 
@@ -101,6 +113,7 @@ bool is_pipe_or_socket(int fd) {
 // pipe is full: trying again would only cost a write that fails with EAGAIN (one per
 // wake-up while srun is the slower side, about a quarter of the thread's system calls).
 void flush(Stream& s) {
+  if (s.waits_for_another()) return;  // the loop writes it once the other chunk is out
   while (!s.dead && s.has_pending()) {
     const std::size_t want = s.pending.size() - s.off;
     const ssize_t n = ::write(s.out, s.pending.data() + s.off, want);
@@ -108,6 +121,7 @@ void flush(Stream& s) {
       s.off += static_cast<std::size_t>(n);
       if (static_cast<std::size_t>(n) < want) {
         s.full = true;
+        if (s.holder) *s.holder = &s;  // half written: the destination is this stream's until the rest is out
         return;
       }
     } else if (n < 0 && errno == EINTR) {
@@ -120,6 +134,7 @@ void flush(Stream& s) {
     }
   }
   s.full = false;
+  s.release();
   // Out (or dropped): the memory goes back, so the step's budget counts only what waits.
   std::string().swap(s.pending);
   s.off = 0;
@@ -261,6 +276,7 @@ class Loop {
       for (auto& s : streams_) {
         if (s->has_pending() && !s->dead) {
           if (s->write_at > now) continue;  // its full pipe waits (WritePacing); wake_at
+          if (s->waits_for_another()) continue;  // polled again once the other chunk is out
           fds.push_back({s->out, POLLOUT, 0});
           owner.push_back(s.get());
         } else if (s->in >= 0 && read_limit(*s) > 0) {
@@ -410,6 +426,8 @@ class Loop {
       set_nonblocking(out);
       set_nonblocking(in);
       streams_.push_back(std::make_unique<Stream>(in, out, tag, h->tag, h->max_line));
+      struct stat st;
+      if (::fstat(out, &st) == 0) streams_.back()->holder = &holders_[{st.st_dev, st.st_ino}];
       if (is_pipe(out)) {
         const int size = ::fcntl(out, F_GETPIPE_SZ);
         streams_.back()->pipe_size = size > 0 ? static_cast<std::size_t>(size) : 0;
@@ -509,6 +527,10 @@ class Loop {
   std::size_t turn_ = 0;
   // Not cleared: a step whose tasks write little never touches most of its pages.
   std::unique_ptr<char[]> buf_;
+  // Per destination (device, inode of the open file Slurm's fd leads to): the stream whose
+  // chunk is half written there (Stream::holder). std::map keeps each slot where it is;
+  // declared before streams_, so it outlives every Stream that points into it.
+  std::map<std::pair<dev_t, ino_t>, Stream*> holders_;
   std::vector<std::unique_ptr<Stream>> streams_;
 };
 

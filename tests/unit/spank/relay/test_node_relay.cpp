@@ -208,6 +208,56 @@ TEST(NodeRelay, AHandoffMadeAheadIsTheSameHandoff) {
   relay.stop();
 }
 
+// Under `srun -o FILE` Slurm gives a task's stdout and stderr one open file (a FIFO whose
+// reader is slow, here a pipe). The thread's write of a chunk of stdout may then be partial;
+// stderr's lines must wait until the rest is out, or they land inside a stdout line and
+// leave its tail untagged (adversary review 9).
+TEST(NodeRelay, TwoStreamsIntoOneFileNeverSpliceALine) {
+  for (int round = 0; round < 3; ++round) {
+    NodeRelay relay;
+    ASSERT_FALSE(relay.start());
+    int shared[2];
+    ASSERT_EQ(::pipe2(shared, O_CLOEXEC), 0);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(shared[1], 1);
+      ::dup2(shared[1], 2);
+      if (hand_to_node_relay(relay.task_socket(), plan_for(7), 0)) ::_exit(99);
+      // Many long stdout lines, and stderr lines between them, from one process.
+      const char* script =
+          "i=0; while [ $i -lt 400 ]; do printf '%0200d\\n' $i; if [ $((i % 50)) -eq 0 ]; then echo err$i >&2; fi; "
+          "i=$((i+1)); done";
+      ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(shared[1]);
+    std::string got;
+    char buf[1500];
+    for (;;) {
+      const ssize_t n = ::read(shared[0], buf, sizeof buf);  // slowly: the pipe fills, writes go short
+      if (n <= 0) break;
+      got.append(buf, static_cast<std::size_t>(n));
+      ::usleep(200);
+    }
+    ::close(shared[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    std::size_t lines = 0, pos = 0;
+    while (pos < got.size()) {
+      const std::size_t nl = got.find('\n', pos);
+      ASSERT_NE(nl, std::string::npos);
+      const std::string line = got.substr(pos, nl - pos);
+      EXPECT_EQ(line.rfind("[h:7] ", 0), 0u) << "round " << round << ": " << line.substr(0, 80);
+      EXPECT_LE(line.size(), 6 + 200u) << "round " << round << ": a line with another inside it";
+      pos = nl + 1;
+      ++lines;
+    }
+    EXPECT_EQ(lines, 400u + 8u);
+    relay.stop();
+  }
+}
+
 // As slurmstepd does it: the socket opened before the tasks fork, the thread started after
 // (task_post_fork), so no fork copies it. A task forked before the thread existed still
 // sees a relay it may hand to, and its handoff, sent before the thread starts, is taken.
