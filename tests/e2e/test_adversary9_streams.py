@@ -33,14 +33,6 @@ class Adversary9Streams(TwoUsersClusterTest):
         e.update(extra)
         return e
 
-    def wait_for(self, predicate, what, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.05)
-        self.fail(f"timed out after {timeout} s waiting for {what}")
-
     def fifo_step(self, diag, reader, cancel=False):
         """A 2-task step whose stdout is a FIFO per task, read by the victim's `reader`;
         returns (srun's rc, seconds from scancel (or start) to srun's end, bytes read)."""
@@ -57,8 +49,8 @@ class Adversary9Streams(TwoUsersClusterTest):
                                      env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             start = time.monotonic()
             if cancel:
-                self.wait_for(lambda: all(os.path.exists(os.path.join(d, f"o{t}.got")) for t in range(2)),
-                              "both readers to stall")
+                self.cluster.wait_for(lambda: all(os.path.exists(os.path.join(d, f"o{t}.got")) for t in range(2)),
+                              "both readers to stall", timeout=60)
                 job = self.victim.run(["squeue", "-h", "-u", self.victim.name, "-o", "%i"], env=self.env()).stdout
                 start = time.monotonic()
                 self.victim.run(["scancel", job.strip()], env=self.env(), check=True)
@@ -89,7 +81,7 @@ class Adversary9Streams(TwoUsersClusterTest):
         self.assertNotEqual(rc, 0)
         # Not a timing: the relay may add its 5 s drain limit at most, not hang the step.
         self.assertLess(relayed, bare + 10, (bare, relayed))
-        self.wait_for(lambda: not live_stepds(), "every slurmstepd to exit")
+        self.cluster.wait_for(lambda: not live_stepds(), "every slurmstepd to exit", timeout=60)
 
     def test_b_odd_master_addrs_fail_fast_and_leave_no_slurmstepd(self):
         odd = {"long253": ".".join(["a" * 63] * 3 + ["b" * 61]), "long4000": "x" * 4000, "ctrl": "\x1b[31mevil\x07",
@@ -102,7 +94,7 @@ class Adversary9Streams(TwoUsersClusterTest):
                 self.assertNotIn("ran", r.stdout)
                 self.assertIn("does not resolve on", r.stderr)
                 self.assertNotIn("\x1b", r.stderr)
-        self.wait_for(lambda: not live_stepds(), "every slurmstepd to exit")
+        self.cluster.wait_for(lambda: not live_stepds(), "every slurmstepd to exit", timeout=60)
         with open(os.path.join(self.cluster.dir, "log", "slurmd.log"), errors="replace") as f:
             log = f.read()
         for crash in ("Segmentation", "core dumped", "signal 11", "signal 6", "Aborted"):
