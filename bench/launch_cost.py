@@ -5,7 +5,7 @@ interleaved launch by launch (each round in a new random order) on the 3-node te
 then the goal check and what each part of gpudiag costs.
 
 Usage: bench/launch_cost.py [--build build] [--launches 40] [--old OLD/gpudiag.so]
-                            [--runs 3] [--lines 200000] [--host-runs 15] [--relay-only]
+                            [--runs 5] [--lines 1000000] [--host-runs 15] [--relay-only]
        bench/launch_cost.py --split-only [--old OLD/gpudiag.so] [--host-runs 15]
 
 Launch rows (wall time of `srun -N3 -nN true` from the login node, median of --launches):
@@ -21,7 +21,9 @@ Launch rows (wall time of `srun -N3 -nN true` from the login node, median of --l
 at -n12 and -n48 (C++ libs and no IB auto at -n12 only). Goal: gpudiag's added wall time at most
 max(3 ms, 2x pyxis's) at -n12 and max(6 ms, 2x pyxis's) at -n48; the relay (srun -N3 -n6,
 --lines numbered lines per task, interleaved with plain srun and --old, each round in a new
-random order, median of --runs) at least 90 % of plain srun's throughput. --relay-only runs
+random order, median of --runs) at least 90 % of plain srun's throughput. A third relay row,
+plain srun writing lines as long as the tagged ones (7 bytes more), shows what Slurm's own
+carrying of the tags' bytes costs; the goal is still against plain srun. --relay-only runs
 just the relay rows (and checks just the relay's goal).
 
 The per-part split runs bench/spank_host.c, a stand-in slurmstepd that dlopens a plugin
@@ -42,6 +44,10 @@ from multinode_bench import NOIB, NORELAY, ROOT, MultiNodeBench, mean_ms, median
 from plugin_relay import WRITER
 
 ANCHORS = os.path.join(ROOT, "..", "shared", "anchors")
+# What the relay puts before each line on the test cluster (hosts n1..n3, ranks 0..5), and a
+# row of plain srun whose lines are that much longer: Slurm carrying the tags' bytes, no relay.
+TAG = "[n1:0] "
+TAGGED_LENGTH = "none, lines as long as tagged"
 
 
 def sh(argv, **kw):
@@ -144,8 +150,10 @@ def main():
     ap.add_argument("--old", help="another gpudiag.so to measure in the same rounds (e.g. main's)")
     ap.add_argument("--anchors", default=ANCHORS)
     ap.add_argument("--launches", type=int, default=40)
-    ap.add_argument("--lines", type=int, default=200000, help="lines per task of the relay run (6 tasks)")
-    ap.add_argument("--runs", type=int, default=3)
+    # A million lines (about 4 s a run): throughput, not the launch (measured above), which
+    # was a quarter of each run at 200,000 lines and moved the figure by +-5 points.
+    ap.add_argument("--lines", type=int, default=1000000, help="lines per task of the relay run (6 tasks)")
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--host-runs", type=int, default=15)
     ap.add_argument("--split-only", action="store_true", help="only the stand-in's per-part split (no cluster)")
     ap.add_argument("--relay-only", action="store_true", help="only the relay's throughput rows")
@@ -186,10 +194,12 @@ def main():
                 launch = b.interleave(ways, a.launches, shuffle=True)
                 added = show_launch(launch, a.launches)
             relay_cmd = ["srun", "-N3", "-n6", "/usr/bin/python3", "-c", WRITER, str(a.lines)]
-            relay_ways = (("gpudiag", full), ("none", None)) + ((("old gpudiag", old),) if old else ())
+            relay_ways = {"gpudiag": (full, relay_cmd), "none": (None, relay_cmd),
+                          TAGGED_LENGTH: (None, relay_cmd + [str(len(TAG))])}
+            if old:
+                relay_ways["old gpudiag"] = (old, relay_cmd)
             try:
-                relay = b.interleave({m: (mode, relay_cmd) for m, mode in relay_ways}, a.runs, warmup=0,
-                                     shuffle=True)
+                relay = b.interleave(relay_ways, a.runs, warmup=0, shuffle=True)
                 throughput = show_relay(relay, a.lines, a.runs)
             except RuntimeError as e:  # a failed run is a finding: say so, then go on
                 print(f"\nrelay across nodes: a run failed: {e}")
@@ -255,12 +265,15 @@ def show_launch(launch, launches):
 def show_relay(relay, lines, runs):
     print(f"\nrelay across nodes (srun -N3 -n6, {lines} lines per task), median of {runs} interleaved runs:")
     med = {m: statistics.median(r[0] for r in rows) for m, rows in relay.items()}
-    for m in ("none", "gpudiag", "old gpudiag"):
+    for m in ("none", "gpudiag", "old gpudiag", TAGGED_LENGTH):
         if m in med:
             walls = " ".join(f"{r[0]:.2f}" for r in relay[m])
-            print(f"  {m:11} {med[m]:6.2f} s  {6 * lines / med[m] / 1e6:5.2f} Mlines/s  "
+            print(f"  {m:29} {med[m]:6.2f} s  {6 * lines / med[m] / 1e6:5.2f} Mlines/s  "
                   f"{100 * med['none'] / med[m]:4.0f} % of plain srun  (each run: {walls} s)")
     throughput = 100 * med["none"] / med["gpudiag"]
+    if TAGGED_LENGTH in med:
+        print(f"  gpudiag against plain srun carrying the same bytes ({TAGGED_LENGTH!r}): "
+              f"{100 * med[TAGGED_LENGTH] / med['gpudiag']:.0f} %")
     sys.stdout.flush()
     return throughput
 

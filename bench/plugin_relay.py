@@ -28,12 +28,14 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 from slurm_cluster import SlurmCluster  # noqa: E402
 
+# argv: LINES [PAD]: PAD more bytes on each line (launch_cost.py: lines as long as tagged ones).
 WRITER = r'''
 import os, sys
 n = int(sys.argv[1])
+pad = b"." * int(sys.argv[2]) if len(sys.argv) > 2 else b""
 out = sys.stdout.buffer
 for start in range(0, n, 100000):
-    out.write(b"".join(b"line %d of the benchmark\n" % i for i in range(start, min(n, start + 100000))))
+    out.write(b"".join(b"line %d of the benchmark%s\n" % (i, pad) for i in range(start, min(n, start + 100000))))
 '''
 
 

@@ -88,6 +88,15 @@ class Relay(PluginClusterTest):
             with open(pattern.replace("%t", str(t))) as f:
                 self.assertEqual(f.read(), "x\n")
 
+    def test_unbuffered_srun_keeps_the_terminal_on_stdout_and_tags_stderr(self):
+        # With srun -u Slurm makes each task's stdout a pseudo-terminal (README "no prefix"):
+        # gpudiag leaves a terminal as it is, so the program still sees one, and stderr, a
+        # pipe as always, is tagged.
+        probe = "import os, sys; print(os.isatty(1), os.isatty(2)); print('e', file=sys.stderr)"
+        r = self.srun("-n2", "-u", PYTHON, "-c", probe)
+        self.assertEqual(sorted(self.srun_lines(r.stdout)), ["True False", "True False"], r.stdout)
+        self.assertEqual(sorted(self.srun_lines(r.stderr)), [self.tag(0) + " e", self.tag(1) + " e"], r.stderr)
+
     def test_batch_step_untagged_and_its_sruns_tagged(self):
         script = os.path.join(self.tmp, "tagjob.sh")
         out = os.path.join(self.tmp, "tagjob.out")
