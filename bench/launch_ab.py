@@ -4,7 +4,7 @@
     bench/launch_ab.py NAME=PATH/gpudiag.so[@VARIANT] [NAME=PATH ...] [--tasks 48] [--rounds 150] [--counts]
 
 On the 3-node test cluster, `srun -N3 -nTASKS true` with no plugin and with each named
-gpudiag.so (with etc/gpudiag.yaml, or a variant of it: @norelay or @noib, multinode_bench.VARIANTS),
+gpudiag.so (with etc/gpudiag.yaml, or a variant of it: @norelay, @noib or @notorchrun, multinode_bench.VARIANTS),
 interleaved launch by launch in a new random
 order each round. Prints per plugstack the median wall time and the whole machine's CPU
 (srun, slurmctld, slurmd, slurmstepd, the tasks: /proc/stat, in 10 ms ticks) as a mean with

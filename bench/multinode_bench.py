@@ -18,10 +18,12 @@ from plugin_relay import timed  # noqa: E402
 
 
 # Config variants of etc/gpudiag.yaml (write_config's `replace`) the benches compare: no relay
-# (`plugin.prefix: never`: no relay thread, no handoff), no IB scan (no `NCCL_IB_HCA: auto`).
+# (`plugin.prefix: never`: no relay thread, no handoff), no IB scan (no `NCCL_IB_HCA: auto`),
+# no torchrun variables (`plugin.torchrun_env: false`: 6 fewer per task).
 NORELAY = [("\n  prefix: auto", "\n  prefix: never")]
 NOIB = [("\n    NCCL_IB_HCA: auto", "")]
-VARIANTS = {"": (), "norelay": NORELAY, "noib": NOIB}
+NOTORCHRUN = [("\n  torchrun_env: true", "\n  torchrun_env: false")]
+VARIANTS = {"": (), "norelay": NORELAY, "noib": NOIB, "notorchrun": NOTORCHRUN}
 
 
 def plugin_path(build):
