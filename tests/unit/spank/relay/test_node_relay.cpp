@@ -258,6 +258,45 @@ TEST(NodeRelay, TwoStreamsIntoOneFileNeverSpliceALine) {
   }
 }
 
+// The other side of taking turns: a stream that keeps a shared destination busy (stdout
+// flooding a slow FIFO under `srun -o FIFO`) must not keep it for ever. Each chunk it ends
+// gives a waiting stream its turn, or stderr's line would wait for the flood's end and a
+// task blocked on its full stderr pipe would stall until then.
+TEST(NodeRelay, AStreamThatFloodsASharedDestinationLetsTheOtherIn) {
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  int shared[2];
+  ASSERT_EQ(::pipe2(shared, O_CLOEXEC), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(shared[1], 1);
+    ::dup2(shared[1], 2);
+    if (hand_to_node_relay(relay.task_socket(), plan_for(7), 0)) ::_exit(99);
+    // The flood first, so the thread is busy with it before stderr has anything.
+    const char* script =
+        "( yes 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789 | head -n 100000 ) & sleep 0.1; echo early >&2; wait";
+    ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(shared[1]);
+  std::string got;
+  char buf[1500];
+  for (;;) {
+    const ssize_t n = ::read(shared[0], buf, sizeof buf);  // slowly: the pipe stays full
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+    ::usleep(100);
+  }
+  ::close(shared[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const std::size_t at = got.find("[h:7] early\n");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_LT(at, got.size() * 3 / 4) << "stderr's line came only as the flood ended: at " << at << " of " << got.size();
+  relay.stop();
+}
+
 // As slurmstepd does it: the socket opened before the tasks fork, the thread started after
 // (task_post_fork), so no fork copies it. A task forked before the thread existed still
 // sees a relay it may hand to, and its handoff, sent before the thread starts, is taken.
