@@ -95,6 +95,10 @@ struct Stream {
   bool done() const { return in < 0 && (dead || !has_pending()); }
 };
 
+// The holder of a destination that a dropped stream left inside a line (final_drain):
+// never a stream, only compared, never dereferenced.
+Stream* const kCutLine = reinterpret_cast<Stream*>(alignof(Stream));
+
 void set_nonblocking(int fd) {
   const int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
@@ -498,6 +502,10 @@ class Loop {
   // kFinalReadMax of input; nothing waits. The rest is dropped, as slurmstepd, which has
   // stopped waiting for the step's output by now, drops what it still holds.
   void final_drain() {
+    // A chunk half written goes on first, so the streams that wait for its destination
+    // still get their turn in this drain.
+    for (auto& s : streams_)
+      if (s->holder && *s->holder == s.get()) flush(*s);
     for (auto& s : streams_) {
       flush(*s);
       for (std::size_t got = 0; s->in >= 0 && !s->has_pending() && got < kFinalReadMax;) {
@@ -512,6 +520,12 @@ class Loop {
       flush(*s);
       settle(*s);
       held_ -= s->counted;
+      // Dropped with a chunk half written: its destination ends inside a line, so nothing
+      // else is written there, or another line would start in the middle of that one.
+      if (s->holder && *s->holder == s.get() && s->has_pending()) {
+        *s->holder = kCutLine;
+        s->holder = nullptr;
+      }
       s.reset();  // its memory and fds go back before the next stream reads
     }
     streams_.clear();

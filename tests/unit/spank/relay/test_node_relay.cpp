@@ -17,6 +17,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <atomic>
+#include <thread>
 
 #include "spank/relay/line_prefixer.h"
 #include "spank/relay/node_relay.h"
@@ -756,4 +758,138 @@ TEST(NodeRelay, TheFinalDrainKeepsTheBudgetsAndDoesNotWait) {
       ASSERT_EQ(tasks[i].out.compare(at, line.size(), line, 0, std::min(line.size(), tasks[i].out.size() - at)), 0)
           << "task " << i << " at byte " << at;
   }
+}
+
+// Adversary 10 (review of 4319bc9's turn-taking).
+TEST(NodeRelayAdversary10, AHolderWhoseReaderGoesOrStallsHangsNothing) {
+  for (bool close_reader : {true, false}) {
+    NodeRelay relay;
+    ASSERT_FALSE(relay.start());
+    int shared[2];
+    ASSERT_EQ(::pipe2(shared, O_CLOEXEC), 0);
+    std::vector<pid_t> pids;
+    for (int t = 0; t < 3; ++t) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::close(shared[0]);
+        ::dup2(shared[1], 1);
+        ::dup2(shared[1], 2);
+        if (hand_to_node_relay(relay.task_socket(), plan_for(t), t)) ::_exit(99);
+        const char* script =
+            "i=0; while [ $i -lt 3000 ]; do printf '%0300d\\n' $i; printf '%0300d\\n' $i >&2; i=$((i+1)); done";
+        ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      pids.push_back(pid);
+    }
+    ::close(shared[1]);
+    char buf[1000];
+    std::size_t got = 0;
+    while (got < 200000) {
+      const ssize_t n = ::read(shared[0], buf, sizeof buf);
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+      ::usleep(50);
+    }
+    if (close_reader) {
+      ::close(shared[0]);
+      // Every task must finish: its streams see EPIPE and are read on and dropped.
+      const auto start = std::chrono::steady_clock::now();
+      for (pid_t p : pids) {
+        int status = 0;
+        while (::waitpid(p, &status, WNOHANG) == 0 && since(start) < 20) ::usleep(10000);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a task hung after its srun went away";
+      }
+      relay.stop();
+    } else {
+      ::usleep(300000);
+      const auto start = std::chrono::steady_clock::now();
+      relay.stop();  // the reader stalls: final_drain must not wait
+      EXPECT_LT(since(start), 2.0);
+      ::close(shared[0]);
+      for (pid_t p : pids) {
+        ::kill(p, SIGKILL);
+        ::waitpid(p, nullptr, 0);
+      }
+    }
+  }
+}
+
+// At stop (final_drain) a holder's half-written chunk is dropped when its Stream is reset
+// (the destructor releases the destination), and the next stream then writes its lines
+// right after the half line: one line of the destination holds a tag in its middle.
+TEST(NodeRelayAdversary10, TheFinalDrainDoesNotSpliceAfterAHalfWrittenChunk) {
+  int spliced_rounds = 0;
+  for (int round = 0; round < 10; ++round) {
+    NodeRelay relay;
+    ASSERT_FALSE(relay.start());
+    int shared[2];
+    ASSERT_EQ(::pipe2(shared, O_CLOEXEC), 0);
+    std::vector<pid_t> pids;
+    for (int t = 0; t < 3; ++t) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::close(shared[0]);
+        ::dup2(shared[1], 1);
+        ::dup2(shared[1], 2);
+        if (hand_to_node_relay(relay.task_socket(), plan_for(t), t)) ::_exit(99);
+        const char* script =
+            "yes 012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789 & "
+            "yes abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij >&2 & wait";
+        ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      pids.push_back(pid);
+    }
+    ::close(shared[1]);
+    std::string got;
+    std::atomic<bool> quit{false};
+    std::atomic<std::size_t> size{0};
+    std::thread reader([&] {
+      char buf[3000];
+      ::fcntl(shared[0], F_SETFL, O_NONBLOCK);
+      while (!quit) {
+        const ssize_t n = ::read(shared[0], buf, sizeof buf);
+        if (n > 0) {
+          got.append(buf, static_cast<std::size_t>(n));
+          size = got.size();
+        } else {
+          ::usleep(20);
+        }
+      }
+    });
+    ::usleep(400000);
+    const std::size_t before_stop = size;
+    relay.stop();
+    const std::size_t after_stop = size;
+    ::usleep(300000);
+    quit = true;
+    reader.join();
+    ::close(shared[0]);
+    for (pid_t p : pids) {
+      ::kill(-p, SIGKILL);
+      ::kill(p, SIGKILL);
+      ::waitpid(p, nullptr, 0);
+    }
+    // Every complete line: one tag at its start, none inside.
+    std::size_t pos = 0;
+    bool spliced = false;
+    std::string example;
+    while (pos < got.size()) {
+      const std::size_t nl = got.find('\n', pos);
+      if (nl == std::string::npos) break;  // the very last half line is fine
+      const std::string line = got.substr(pos, nl - pos);
+      if (line.rfind("[h:", 0) != 0 || line.find("[h:", 1) != std::string::npos) {
+        spliced = true;
+        example = "at byte " + std::to_string(pos) + " (stop() ran from byte " + std::to_string(before_stop) + " to " +
+                  std::to_string(after_stop) + " of " + std::to_string(got.size()) + "): " + line.substr(0, 200);
+      }
+      pos = nl + 1;
+    }
+    if (spliced) {
+      ++spliced_rounds;
+      ADD_FAILURE() << "round " << round << ": a spliced line at stop: " << example;
+    }
+  }
+  std::printf("spliced at stop in %d of 10 rounds\n", spliced_rounds);
 }
