@@ -210,6 +210,27 @@ TEST(NodeRelay, AHandoffMadeAheadIsTheSameHandoff) {
   relay.stop();
 }
 
+namespace {
+// `count` tasks (tags h:first_tag, h:first_tag+1, ...) handed to `relay`, each with stdout and stderr on `shared_w` (one pipe, as
+// under `srun -o FIFO`), each running `script` under /bin/sh.
+std::vector<pid_t> tasks_sharing(NodeRelay& relay, const int shared[2], int count, int first_tag, const char* script) {
+  std::vector<pid_t> pids;
+  for (int t = 0; t < count; ++t) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(shared[0]);
+      ::dup2(shared[1], 1);
+      ::dup2(shared[1], 2);
+      if (hand_to_node_relay(relay.task_socket(), plan_for(first_tag + t), t)) ::_exit(99);
+      ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  return pids;
+}
+}  // namespace
+
 // Under `srun -o FILE` Slurm gives a task's stdout and stderr one open file (a FIFO whose
 // reader is slow, here a pipe). The thread's write of a chunk of stdout may then be partial;
 // stderr's lines must wait until the rest is out, or they land inside a stdout line and
@@ -220,18 +241,10 @@ TEST(NodeRelay, TwoStreamsIntoOneFileNeverSpliceALine) {
     ASSERT_FALSE(relay.start());
     int shared[2];
     ASSERT_EQ(::pipe2(shared, O_CLOEXEC), 0);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::dup2(shared[1], 1);
-      ::dup2(shared[1], 2);
-      if (hand_to_node_relay(relay.task_socket(), plan_for(7), 0)) ::_exit(99);
-      // Many long stdout lines, and stderr lines between them, from one process.
-      const char* script =
-          "i=0; while [ $i -lt 400 ]; do printf '%0200d\\n' $i; if [ $((i % 50)) -eq 0 ]; then echo err$i >&2; fi; "
-          "i=$((i+1)); done";
-      ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    // Many long stdout lines, and stderr lines between them, from one process.
+    const pid_t pid = tasks_sharing(relay, shared, 1, 7,
+                                    "i=0; while [ $i -lt 400 ]; do printf '%0200d\\n' $i; if [ $((i % 50)) -eq 0 ]; "
+                                    "then echo err$i >&2; fi; i=$((i+1)); done")[0];
     ::close(shared[1]);
     std::string got;
     char buf[1500];
@@ -269,17 +282,10 @@ TEST(NodeRelay, AStreamThatFloodsASharedDestinationLetsTheOtherIn) {
   ASSERT_FALSE(relay.start());
   int shared[2];
   ASSERT_EQ(::pipe2(shared, O_CLOEXEC), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(shared[1], 1);
-    ::dup2(shared[1], 2);
-    if (hand_to_node_relay(relay.task_socket(), plan_for(7), 0)) ::_exit(99);
-    // The flood first, so the thread is busy with it before stderr has anything.
-    const char* script =
-        "( yes 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789 | head -n 100000 ) & sleep 0.1; echo early >&2; wait";
-    ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  // The flood first, so the thread is busy with it before stderr has anything.
+  const pid_t pid = tasks_sharing(relay, shared, 1, 7,
+                                  "( yes 0123456789012345678901234567890123456789012345678901234567890123456789012345678901"
+                                  "234567890123456789 | head -n 100000 ) & sleep 0.1; echo early >&2; wait")[0];
   ::close(shared[1]);
   std::string got;
   char buf[1500];
@@ -767,21 +773,8 @@ TEST(NodeRelayAdversary10, AHolderWhoseReaderGoesOrStallsHangsNothing) {
     ASSERT_FALSE(relay.start());
     int shared[2];
     ASSERT_EQ(::pipe2(shared, O_CLOEXEC), 0);
-    std::vector<pid_t> pids;
-    for (int t = 0; t < 3; ++t) {
-      const pid_t pid = ::fork();
-      if (pid == 0) {
-        ::close(shared[0]);
-        ::dup2(shared[1], 1);
-        ::dup2(shared[1], 2);
-        if (hand_to_node_relay(relay.task_socket(), plan_for(t), t)) ::_exit(99);
-        const char* script =
-            "i=0; while [ $i -lt 3000 ]; do printf '%0300d\\n' $i; printf '%0300d\\n' $i >&2; i=$((i+1)); done";
-        ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
-        ::_exit(127);
-      }
-      pids.push_back(pid);
-    }
+    const std::vector<pid_t> pids = tasks_sharing(
+        relay, shared, 3, 0, "i=0; while [ $i -lt 3000 ]; do printf '%0300d\\n' $i; printf '%0300d\\n' $i >&2; i=$((i+1)); done");
     ::close(shared[1]);
     char buf[1000];
     std::size_t got = 0;
@@ -825,22 +818,10 @@ TEST(NodeRelayAdversary10, TheFinalDrainDoesNotSpliceAfterAHalfWrittenChunk) {
     ASSERT_FALSE(relay.start());
     int shared[2];
     ASSERT_EQ(::pipe2(shared, O_CLOEXEC), 0);
-    std::vector<pid_t> pids;
-    for (int t = 0; t < 3; ++t) {
-      const pid_t pid = ::fork();
-      if (pid == 0) {
-        ::close(shared[0]);
-        ::dup2(shared[1], 1);
-        ::dup2(shared[1], 2);
-        if (hand_to_node_relay(relay.task_socket(), plan_for(t), t)) ::_exit(99);
-        const char* script =
-            "yes 012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789 & "
-            "yes abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij >&2 & wait";
-        ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
-        ::_exit(127);
-      }
-      pids.push_back(pid);
-    }
+    const std::vector<pid_t> pids = tasks_sharing(
+        relay, shared, 3, 0,
+        "yes 012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789 & "
+        "yes abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij >&2 & wait");
     ::close(shared[1]);
     std::string got;
     std::atomic<bool> quit{false};
