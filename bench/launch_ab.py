@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Side by side: what each gpudiag.so adds to a step launch, in the machine's CPU (issue 34).
 
-    bench/launch_ab.py NAME=PATH/gpudiag.so[@VARIANT] [NAME=PATH ...] [--tasks 48] [--rounds 150] [--counts]
+    bench/launch_ab.py NAME=PATH/gpudiag.so[@VARIANT] [NAME=PATH ...] [--tasks 48] [--rounds 150] [--counts] [--floor]
 
 On the 3-node test cluster, `srun -N3 -nTASKS true` with no plugin and with each named
 gpudiag.so (with etc/gpudiag.yaml, or a variant of it: @norelay, @noib or @notorchrun, multinode_bench.VARIANTS),
@@ -15,7 +15,9 @@ the medians of the machine's page faults and context switches per launch are pri
 not times, which barely move between runs; perf's own work then inflates the times (about
 +40 ms of CPU per launch), so compare those only with other --counts runs. bench/launch_cost.py says whether the goal
 is met; this is for telling two builds apart, which its medians of wall time cannot do: on the
-2-core VM they move by 3 to 6 ms between runs. gpudiag_yaml.so must sit beside each gpudiag.so."""
+2-core VM they move by 3 to 6 ms between runs. gpudiag_yaml.so must sit beside each gpudiag.so.
+--floor adds the env floor: bench/env_floor_spank.c setting, in each task, the variables the
+first build gave task 0 of the same step, and nothing else (what any plugin pays Slurm for them)."""
 import argparse
 import math
 import os
@@ -25,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_bench import ROOT, MultiNodeBench  # noqa: E402
+from multinode_bench import ROOT, MultiNodeBench, build_env_floor  # noqa: E402
 
 
 def trimmed(values, cut=0.1):
@@ -67,6 +69,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=150)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--counts", action="store_true", help="page faults and context switches, by perf stat -a")
+    ap.add_argument("--floor", action="store_true",
+                    help="also the env floor (bench/env_floor_spank.c) with the variables the first build gives a task")
     a = ap.parse_args()
     step = ["srun", "-N3", f"-n{a.tasks}", "true"]
     perf = a.counts
@@ -77,6 +81,11 @@ def main():
             modes = {"none": None, **b.modes(a.plugins)}
         except ValueError as e:
             ap.error(str(e))
+        if a.floor:
+            first = modes[a.plugins[0].partition("=")[0]]
+            modes["env floor"], count = b.env_floor(build_env_floor(b.dir), first, step[:-1])
+            print(f"env floor: the {count} variables {a.plugins[0].partition('=')[0]} gives task 0, set by a plugin "
+                  "that does nothing else")
         stats = {name: os.path.join(b.dir, f"{i}.stat") for i, name in enumerate(modes)}
         ways = {name: (mode, counted(step, stats[name]) if perf else step) for name, mode in modes.items()}
         time.sleep(2.1)  # root caches a config only once it is 2 s old

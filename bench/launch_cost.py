@@ -18,6 +18,8 @@ Launch rows (wall time of `srun -N3 -nN true` from the login node, median of --l
   gpudiag --diag
   no relay      gpudiag with `plugin.prefix: never` (no relay thread, no handoff)
   no IB auto    gpudiag without `NCCL_IB_HCA: auto` (no IB scan)
+  env floor     bench/env_floor_spank.c setting in each task the variables gpudiag gave task 0
+                of the same step, and nothing else: what any plugin pays Slurm for them
 at -n12 and -n48 (C++ libs and no IB auto at -n12 only). Goal: gpudiag's added wall time at most
 max(3 ms, 2x pyxis's) at -n12 and max(6 ms, 2x pyxis's) at -n48; the relay (srun -N3 -n6,
 --lines numbered lines per task, interleaved with plain srun and --old, each round in a new
@@ -40,7 +42,8 @@ import sys
 import tempfile
 import time
 
-from multinode_bench import NOIB, NORELAY, ROOT, MultiNodeBench, mean_ms, median_ms, plugin_path, write_config
+from multinode_bench import (NOIB, NORELAY, ROOT, MultiNodeBench, build_env_floor, mean_ms, median_ms, plugin_path,
+                             write_config)
 from plugin_relay import WRITER
 
 ANCHORS = os.path.join(ROOT, "..", "shared", "anchors")
@@ -175,8 +178,11 @@ def main():
             other = lambda path: f"required {path}\n"  # noqa: E731
             old = f"required {os.path.abspath(a.old)} config={os.path.join(b.dir, 'gpudiag.yaml')}\n" if a.old else None
             ways = {}
+            floor_so = None if a.relay_only else build_env_floor(tmp)
             for n, split in () if a.relay_only else ((12, True), (48, False)):
                 step = ["srun", "-N3", f"-n{n}", "true"]
+                floor, count = b.env_floor(floor_so, full, step[:-1])
+                print(f"env floor -n{n}: the {count} variables gpudiag gives task 0")
                 ways[f"none -n{n}"] = (None, step)
                 ways[f"empty C -n{n}"] = (other(bins["empty"]), step)
                 ways[f"pyxis -n{n}"] = (other(bins["pyxis"]), step)
@@ -187,6 +193,7 @@ def main():
                     ways[f"old gpudiag -n{n}"] = (old, step)
                 ways[f"gpudiag --diag -n{n}"] = (full, ["srun", "-N3", f"-n{n}", "--diag", "true"])
                 ways[f"no relay -n{n}"] = (norelay, step)
+                ways[f"env floor -n{n}"] = (floor, step)
                 if split:
                     ways[f"no IB auto -n{n}"] = (noib, step)
             added = None
@@ -222,7 +229,8 @@ def main():
         got = added[("gpudiag", n)]
         ok = ok and got <= limit
         print(f"  -n{n}: gpudiag adds {got:+.1f} ms, pyxis {added[('pyxis', n)]:+.1f} ms: limit {limit:.1f} ms: "
-              f"{'PASS' if got <= limit else 'FAIL'}")
+              f"{'PASS' if got <= limit else 'FAIL'} (the env floor, its variables alone: "
+              f"{added[('env floor', n)]:+.1f} ms)")
     ok = ok and throughput >= 90
     print(f"  relay: {throughput:.0f} % of plain srun's throughput (at least 90 %): {'PASS' if throughput >= 90 else 'FAIL'}")
     print(f"overall: {'PASS' if ok else 'FAIL'}")

@@ -4,8 +4,10 @@ plugstack in a temporary directory, the multi-node test cluster
 round, so every contender runs on the same cluster under the same load."""
 import os
 import random
+import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -24,6 +26,17 @@ NORELAY = [("\n  prefix: auto", "\n  prefix: never")]
 NOIB = [("\n    NCCL_IB_HCA: auto", "")]
 NOTORCHRUN = [("\n  torchrun_env: true", "\n  torchrun_env: false")]
 VARIANTS = {"": (), "norelay": NORELAY, "noib": NOIB, "notorchrun": NOTORCHRUN}
+
+
+ENV_FLOOR_SRC = os.path.join(HERE, "env_floor_spank.c")
+TAG_RE = re.compile(r"^\[[^\]\s]*:\d+\] ")
+
+
+def build_env_floor(directory):
+    """bench/env_floor_spank.c built into directory; returns the .so's path."""
+    out = os.path.join(directory, "env_floor_spank.so")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", out, ENV_FLOOR_SRC], check=True)
+    return out
 
 
 def plugin_path(build):
@@ -80,6 +93,24 @@ class MultiNodeBench:
             cfg = write_config(self.dir, variant or "gpudiag", VARIANTS[variant])
             out[name] = f"required {os.path.abspath(path)} config={cfg}\n"
         return out
+
+    def task_env_added(self, mode, step):
+        """NAME=VALUE of each variable that task 0 of `step` (an srun argv without the
+        program) has under plugstack `mode` and lacks under none, in the order env prints."""
+        def env_of(m):
+            self.use(m)
+            r = self.cluster.run([*step, "/bin/sh", "-c", '[ "$SLURM_PROCID" != 0 ] || exec env'], cwd=self.dir)
+            pairs = (TAG_RE.sub("", line).partition("=") for line in r.stdout.splitlines())
+            return {k: v for k, eq, v in pairs if eq and k.isidentifier()}
+        plain, got = env_of(None), env_of(mode)
+        return [f"{k}={v}" for k, v in got.items() if k not in plain]
+
+    def env_floor(self, floor_so, mode, step):
+        """A plugstack mode loading the env floor (build_env_floor) with the variables
+        gpudiag gives task 0 of `step` under `mode`; returns (mode, their count). A value
+        with white space (which a plugstack line cannot carry) becomes as many '_'."""
+        added = [re.sub(r"\s", "_", kv) for kv in self.task_env_added(mode, step)]
+        return f"required {floor_so} {' '.join(added)}\n", len(added)
 
     def use(self, mode):
         with open(self.plugstack, "w") as f:

@@ -37,6 +37,8 @@ class LinePrefixer {
   // End of stream: emits a held partial line, marked '+'.
   void finish(std::string& out);
   std::size_t held() const { return held_.size(); }
+  // The partial line held: what a relay that stops tagging still owes the stream first.
+  std::string_view held_bytes() const { return held_; }
   std::size_t max_payload() const { return max_payload_; }
   // The most bytes that feed() of n bytes and then finish() may append together.
   std::size_t max_output(std::size_t n) const;

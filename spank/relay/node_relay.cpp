@@ -144,6 +144,44 @@ void flush(Stream& s) {
   s.off = 0;
 }
 
+// Waits until `fd` (non-blocking) takes more. The whole thread waits here, so not for
+// long: false when srun took nothing for kDrainMax.
+bool wait_writable(int fd) {
+  pollfd p{fd, POLLOUT, 0};
+  for (;;) {
+    const int r = ::poll(&p, 1, static_cast<int>(kDrainMax * 1000));
+    if (r > 0) return true;
+    if (!(r < 0 && errno == EINTR)) return false;
+  }
+}
+
+// Writes all of `data` now, waiting for room (wait_writable). false: it could not.
+bool write_now(int fd, const char* data, std::size_t n) {
+  for (std::size_t off = 0; off < n;) {
+    const ssize_t w = ::write(fd, data + off, n - off);
+    if (w > 0) off += static_cast<std::size_t>(w);
+    else if (w < 0 && errno == EAGAIN) {
+      if (!wait_writable(fd)) return false;
+    } else if (!(w < 0 && errno == EINTR)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Before bytes go straight to `s`'s destination: the rest of another stream's chunk half
+// written there goes first, or they would land inside its line. false: it never got out
+// (wait_writable), or the destination ends inside a line for good (kCutLine).
+bool finish_others_chunk(Stream& s) {
+  while (s.waits_for_another()) {
+    Stream* const other = *s.holder;
+    if (other == kCutLine) return false;
+    flush(*other);  // releases the destination once the chunk is out, or its srun is gone
+    if (s.waits_for_another() && !wait_writable(other->out)) return false;
+  }
+  return true;
+}
+
 // Bytes that arrived on a stream: tagged into `pending`, or as they are. Read only while
 // nothing is pending and at most relay_read_limit, so `pending` stays within its budget.
 void take(Stream& s, const char* data, std::size_t n) {
@@ -156,28 +194,21 @@ void take(Stream& s, const char* data, std::size_t n) {
       s.pending.append(data, n);
     }
   } catch (...) {
-    // Out of memory in slurmstepd: keep the bytes moving untagged, say so once.
+    // Out of memory in slurmstepd: keep the bytes moving untagged, say so once. Nothing
+    // was pending (a stream is read only then), so this stream holds no half-written chunk;
+    // another may. A stream that cannot write now is lost (an srun that takes nothing for
+    // kDrainMax), so that the thread can still stop at the step's end.
     static const char kMsg[] = "gpudiag: output relay failed; passing output through untagged\n";
+    // A raw chunk may end inside a line: the notice comes once, before the first, and
+    // then the partial line the tagging held, so that no byte is lost.
+    const bool first = !s.raw;
     s.raw = true;
     std::string().swap(s.pending);
     s.off = 0;
-    [[maybe_unused]] ssize_t m = ::write(s.out, kMsg, sizeof kMsg - 1);
-    for (std::size_t off = 0; off < n;) {
-      const ssize_t w = ::write(s.out, data + off, n - off);
-      if (w > 0) off += static_cast<std::size_t>(w);
-      else if (w < 0 && errno == EAGAIN) {
-        // The whole thread waits here, so not for long: an srun that takes nothing for
-        // kDrainMax loses this stream, and the thread can still stop at the step's end.
-        pollfd p{s.out, POLLOUT, 0};
-        if (::poll(&p, 1, static_cast<int>(kDrainMax * 1000)) == 0) {
-          s.dead = true;
-          return;
-        }
-      } else if (!(w < 0 && errno == EINTR)) {
-        s.dead = true;
-        return;
-      }
-    }
+    const std::string_view held = first && s.tag ? s.lines.held_bytes() : std::string_view();
+    if (!finish_others_chunk(s) || (first && !write_now(s.out, kMsg, sizeof kMsg - 1)) ||
+        !write_now(s.out, held.data(), held.size()) || !write_now(s.out, data, n))
+      s.dead = true;
   }
 }
 
