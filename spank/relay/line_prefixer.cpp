@@ -13,6 +13,7 @@ constexpr std::size_t kMinPayload = 64;
 LinePrefixer::LinePrefixer(std::string tag, std::size_t max_line) : tag_(std::move(tag)) {
   const std::size_t overhead = tag_.size() + 2;  // SEP and '\n'
   max_payload_ = max_line > overhead + kMinPayload ? max_line - overhead : kMinPayload;
+  held_.reserve(max_payload_);  // the held line never grows past it: feed allocates nothing
 }
 
 void LinePrefixer::emit(std::string_view payload, char sep, std::string& out) const {

@@ -28,11 +28,17 @@ constexpr std::size_t kRelayStreamBudget = 64 * 1024;
 // holds at once.
 constexpr std::size_t kRelayStepBudget = 1024 * 1024;
 
+// What a relay writes, once per stream, when it runs out of memory tagging it and passes
+// the rest through as it is (both relays).
+inline constexpr std::string_view kUntaggedNotice = "gpudiag: output relay failed; passing output through untagged\n";
+
 class LinePrefixer {
  public:
   LinePrefixer(std::string tag, std::size_t max_line = kSlurmIoMessage);
 
-  // Appends to `out` every line that `data` completes; holds a partial line.
+  // Appends to `out` every line that `data` completes; holds a partial line. Neither
+  // allocates once `out` has room for max_output(data.size()) more (max_output(0) for
+  // finish): a relay that reserves that first runs out of memory before any byte moved.
   void feed(std::string_view data, std::string& out);
   // End of stream: emits a held partial line, marked '+'.
   void finish(std::string& out);

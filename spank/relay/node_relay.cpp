@@ -182,33 +182,38 @@ bool finish_others_chunk(Stream& s) {
   return true;
 }
 
+// Out of memory in slurmstepd while relaying `s`: it goes on untagged, `data` now. What it
+// still owes goes first, after the rest of another stream's chunk half written to the same
+// file: its own pending bytes, then, once, the notice and the partial line the tagging held,
+// so no byte is lost and no line lands inside another. The thread waits here
+// (wait_writable); a stream that cannot write is lost, so the thread can still stop.
+void pass_raw(Stream& s, std::string_view data) {
+  const bool first = !s.raw;
+  s.raw = true;
+  const std::string_view held = first && s.tag ? s.lines.held_bytes() : std::string_view();
+  bool ok = finish_others_chunk(s);
+  while (ok && !s.dead && s.has_pending()) {
+    flush(s);
+    if (!s.dead && s.has_pending()) ok = wait_writable(s.out);
+  }
+  ok = ok && (!first || write_now(s.out, kUntaggedNotice.data(), kUntaggedNotice.size())) &&
+       write_now(s.out, held.data(), held.size()) && write_now(s.out, data.data(), data.size());
+  if (!ok) s.dead = true;
+}
+
 // Bytes that arrived on a stream: tagged into `pending`, or as they are. Read only while
 // nothing is pending and at most relay_read_limit, so `pending` stays within its budget.
 void take(Stream& s, const char* data, std::size_t n) {
   if (s.dead) return;
   try {
     if (s.tag && !s.raw) {
-      s.pending.reserve(s.pending.size() + s.lines.max_output(n));
+      s.pending.reserve(s.pending.size() + s.lines.max_output(n));  // feed allocates nothing more
       s.lines.feed(std::string_view(data, n), s.pending);
     } else {
       s.pending.append(data, n);
     }
   } catch (...) {
-    // Out of memory in slurmstepd: keep the bytes moving untagged, say so once. Nothing
-    // was pending (a stream is read only then), so this stream holds no half-written chunk;
-    // another may. A stream that cannot write now is lost (an srun that takes nothing for
-    // kDrainMax), so that the thread can still stop at the step's end.
-    static const char kMsg[] = "gpudiag: output relay failed; passing output through untagged\n";
-    // A raw chunk may end inside a line: the notice comes once, before the first, and
-    // then the partial line the tagging held, so that no byte is lost.
-    const bool first = !s.raw;
-    s.raw = true;
-    std::string().swap(s.pending);
-    s.off = 0;
-    const std::string_view held = first && s.tag ? s.lines.held_bytes() : std::string_view();
-    if (!finish_others_chunk(s) || (first && !write_now(s.out, kMsg, sizeof kMsg - 1)) ||
-        !write_now(s.out, held.data(), held.size()) || !write_now(s.out, data, n))
-      s.dead = true;
+    pass_raw(s, std::string_view(data, n));
   }
 }
 
@@ -217,8 +222,10 @@ void end_of_input(Stream& s) {
   s.in = -1;
   if (s.tag && !s.raw && !s.dead) {
     try {
+      s.pending.reserve(s.pending.size() + s.lines.max_output(0));  // finish allocates nothing more
       s.lines.finish(s.pending);
     } catch (...) {
+      pass_raw(s, {});  // the partial line goes out as it is
     }
   }
 }

@@ -65,7 +65,7 @@ double now_s() {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-void write_all(int fd, const std::string& data, bool& dead) {
+void write_all(int fd, std::string_view data, bool& dead) {
   std::size_t off = 0;
   while (!dead && off < data.size()) {
     ssize_t n = ::write(fd, data.data() + off, data.size() - off);
@@ -89,6 +89,28 @@ struct Stream {
   Stream(int in_fd, int out_fd, bool tag_lines, const RelayPlan& plan)
       : in(in_fd), out(out_fd), tag(tag_lines), lines(plan.tag, plan.max_line) {}
 };
+
+// Out of memory (the task's own) while tagging: the stream goes on untagged, after one
+// notice and the partial line the tagging held, so that no byte is lost.
+void stop_tagging(Stream& s) {
+  write_all(s.out, kUntaggedNotice, s.dead);
+  write_all(s.out, s.lines.held_bytes(), s.dead);
+  s.tag = false;
+}
+
+// Room in `out` for what tagging `n` bytes (0: the stream's end) may add, so that the
+// tagging itself allocates nothing (LinePrefixer::feed); false: out of memory, and the
+// stream stopped tagging.
+bool room_to_tag(Stream& s, std::string& out, std::size_t n) {
+  try {
+    out.clear();
+    out.reserve(s.lines.max_output(n));
+    return true;
+  } catch (...) {
+    stop_tagging(s);
+    return false;
+  }
+}
 
 // The relay is a copy of slurmstepd's task process and never execs: close what it
 // inherited, so it holds no other task's pipe open.
@@ -126,11 +148,11 @@ void close_inherited(const std::vector<int>& keep) {
   ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 }
 
-// The last resort when the relay itself fails (out of memory): copy the bytes as they
-// are, with no allocation, then exit as the program did. Nothing is lost.
+// The last resort when the relay fails outside the tagging (out of memory: the tagging's
+// own is stop_tagging's): copy what is still to come as it is, with no allocation, then
+// exit as the program did.
 [[noreturn]] void passthrough(pid_t child, int out_r, int err_r) noexcept {
-  static const char kMsg[] = "gpudiag: output relay failed; passing output through untagged\n";
-  [[maybe_unused]] ssize_t m = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  [[maybe_unused]] ssize_t m = ::write(STDERR_FILENO, kUntaggedNotice.data(), kUntaggedNotice.size());
   int in[2] = {out_r, err_r};
   const int dst[2] = {STDOUT_FILENO, STDERR_FILENO};
   bool dead[2] = {false, false};
@@ -175,9 +197,10 @@ void close_inherited(const std::vector<int>& keep) {
   double last_tick = now_s();
 
   auto close_stream = [&](Stream& s) {
-    out.clear();
-    s.lines.finish(out);
-    write_all(s.out, out, s.dead);
+    if (s.tag && room_to_tag(s, out, 0)) {
+      s.lines.finish(out);
+      write_all(s.out, out, s.dead);
+    }
     ::close(s.in);
     s.in = -1;
   };
@@ -190,8 +213,9 @@ void close_inherited(const std::vector<int>& keep) {
     }
   };
 
+  std::vector<pollfd> fds;  // kept across rounds: out of memory, only the tagging can fail (stop_tagging)
   for (;;) {
-    std::vector<pollfd> fds;
+    fds.clear();
     for (auto& s : streams)
       if (s.in >= 0) fds.push_back({s.in, POLLIN, 0});
     // A program that closed its stdout and stderr may still hang: the watchdog keeps
@@ -227,14 +251,13 @@ void close_inherited(const std::vector<int>& keep) {
         ssize_t r = ::read(s.in, buf.data(), limit);
         if (r > 0) {
           if (watch) watch->output_seen();
-          out.clear();
-          if (s.tag) {
-            out.reserve(s.lines.max_output(static_cast<std::size_t>(r)));
-            s.lines.feed(std::string_view(buf.data(), static_cast<std::size_t>(r)), out);
+          const std::string_view got(buf.data(), static_cast<std::size_t>(r));
+          if (s.tag && room_to_tag(s, out, got.size())) {
+            s.lines.feed(got, out);
+            write_all(s.out, out, s.dead);
           } else {
-            out.assign(buf.data(), static_cast<std::size_t>(r));
+            write_all(s.out, got, s.dead);
           }
-          write_all(s.out, out, s.dead);
           if (static_cast<std::size_t>(r) < limit) break;
           continue;
         }

@@ -1,6 +1,6 @@
-// The node's relay thread when slurmstepd runs out of memory: its own binary, because it
-// replaces operator new, so that every allocation outside the test's own thread fails while
-// the test says so, as it would for the thread in a slurmstepd out of memory.
+// Both relays out of memory (the node's relay thread in slurmstepd, the relay process of a
+// watched task): a binary of its own, because it replaces operator new, so that every
+// allocation outside the test's own thread fails while the test says so.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,13 +8,17 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "spank/relay/line_prefixer.h"
 #include "spank/relay/node_relay.h"
 #include "spank/relay/node_relay_wire.h"
+#include "spank/relay/output_relay.h"
 
 namespace {
 std::atomic<bool> g_out_of_memory{false};
@@ -50,7 +54,7 @@ void expect_whole_lines(const std::string& got, const std::string& tag, long cou
     std::string line = got.substr(pos, nl - pos);
     pos = nl + 1;
     ++lines;
-    if (line == "gpudiag: output relay failed; passing output through untagged" || line == "late" ||
+    if (line + "\n" == kUntaggedNotice || line == "late" ||
         line == tag + "late")
       continue;
     if (line.rfind(tag, 0) == 0) line.erase(0, tag.size());
@@ -110,9 +114,62 @@ TEST(NodeRelayOutOfMemory, TheUntaggedBytesWaitForAnotherStreamsHalfWrittenChunk
     int status = 0;
     ::waitpid(pid, &status, 0);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-    EXPECT_NE(got.find("gpudiag: output relay failed"), std::string::npos) << "the thread never ran out of memory";
+    EXPECT_NE(got.find(kUntaggedNotice), std::string::npos) << "the thread never ran out of memory";
     EXPECT_NE(got.find("\nlate\n"), std::string::npos) << "stderr's line was lost";
     expect_whole_lines(got, "[h:7] ", 400);
     relay.stop();
   }
+}
+
+// The relay process of a watched task (the task itself, forked from slurmstepd) out of
+// memory while it tags: the stream goes on untagged after the notice, the partial line the
+// tagging held first, and every byte of the program's output arrives, in order.
+TEST(OutputRelayOutOfMemory, TheStreamGoesOnUntaggedAndLosesNoByte) {
+  t_test_thread = true;
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  const pid_t task = ::fork();
+  if (task == 0) {
+    t_test_thread = false;
+    ::dup2(out[1], 1);
+    // Memory runs out once the program has written its first lines and a partial one.
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      g_out_of_memory = true;
+    }).detach();
+    RelayPlan plan;
+    plan.tag = "[h:0]";
+    plan.out = true;
+    if (start_relay(plan)) ::_exit(99);  // the relay never returns; the program does
+    // Then one write of the line's rest and 300 more lines: tagging them needs more room.
+    ::execl("/bin/sh", "sh", "-c",
+            "i=0; while [ $i -lt 10 ]; do printf '%0200d\\n' $i; i=$((i+1)); done; printf partial; sleep 0.6; "
+            "s=$(i=10; while [ $i -lt 310 ]; do printf '%0200d\\n' $i; i=$((i+1)); done); printf 'rest\\n%s\\n' \"$s\"",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(task, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // What the program wrote, from what arrived: the tags off the lines before the notice,
+  // the notice off, the rest as it is.
+  const std::size_t at = got.find(kUntaggedNotice);
+  ASSERT_NE(at, std::string::npos) << "the relay never ran out of memory: " << got.substr(0, 300);
+  EXPECT_EQ(got.find(kUntaggedNotice, at + 1), std::string::npos) << "the notice came twice";
+  std::string program = strip_prefixes(std::string_view(got).substr(0, at), "[h:0]");
+  program += got.substr(at + kUntaggedNotice.size());
+  std::string expected;
+  char line[202];
+  for (int i = 0; i < 310; ++i) {
+    std::snprintf(line, sizeof line, "%0200d\n", i);
+    expected += line;
+    if (i == 9) expected += "partialrest\n";
+  }
+  EXPECT_EQ(program.size(), expected.size());
+  EXPECT_TRUE(program == expected) << "bytes lost or changed";
 }
