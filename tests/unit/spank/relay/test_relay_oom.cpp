@@ -2,6 +2,8 @@
 // watched task): a binary of its own, because it replaces operator new, so that every
 // allocation outside the test's own thread fails while the test says so.
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,7 +12,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <new>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,11 +28,12 @@
 namespace {
 std::atomic<bool> g_out_of_memory{false};
 thread_local bool t_test_thread = false;  // the test's own allocations never fail
+thread_local bool t_fail_here = false;    // this thread's allocations fail (adversary 11's fuzz)
 }  // namespace
 
 // Whatever this binary allocates goes through these two (malloc and free), sanitizers too.
 void* operator new(std::size_t n) {
-  if (g_out_of_memory.load() && !t_test_thread) throw std::bad_alloc();
+  if ((g_out_of_memory.load() && !t_test_thread) || t_fail_here) throw std::bad_alloc();
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
@@ -172,4 +178,263 @@ TEST(OutputRelayOutOfMemory, TheStreamGoesOnUntaggedAndLosesNoByte) {
   }
   EXPECT_EQ(program.size(), expected.size());
   EXPECT_TRUE(program == expected) << "bytes lost or changed";
+}
+
+// ---- adversary review 11 ----
+
+namespace {
+
+std::string read_to_eof(int fd) {
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  return got;
+}
+
+// What the program wrote, from what arrived on one tagged stream: tags off before the
+// notice, the notice off, the rest as it is.
+std::string program_bytes(const std::string& got, const std::string& tag) {
+  const std::size_t at = got.find(kUntaggedNotice);
+  if (at == std::string::npos) return strip_prefixes(got, tag);
+  return strip_prefixes(std::string_view(got).substr(0, at), tag) + got.substr(at + kUntaggedNotice.size());
+}
+
+double mono_now() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+}  // namespace
+
+// Out of memory, an allocation of the node thread's loop outside the tagging (here the
+// std::set of reaped tasks when slurmstepd reports another task's exit; equally a handoff's
+// Stream, the poll vectors growing for it, holders_) escapes Loop::run: every stream of the
+// step is closed at once. The partial line the tagging held is lost, and the program's
+// next write gets EPIPE (SIGPIPE kills it).
+TEST(NodeRelayOutOfMemory, Adv11_AnAllocationOutsideTheTaggingLosesNoByte) {
+  t_test_thread = true;
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  int dest[2];
+  ASSERT_EQ(::pipe2(dest, O_CLOEXEC), 0);
+  RelayPlan plan;
+  plan.tag = "[h:0]";
+  plan.out = true;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(dest[1], 1);
+    if (hand_to_node_relay(relay.task_socket(), plan, 0)) ::_exit(99);
+    ::execl("/bin/sh", "sh", "-c", "printf 'one\\nhead'; sleep 1; printf 'tail\\n'", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(dest[1]);
+  ::usleep(300 * 1000);  // "head" is held by the tagging
+  g_out_of_memory = true;
+  relay.task_exited(7);  // another task of the node ends
+  ::usleep(200 * 1000);
+  g_out_of_memory = false;
+  const std::string got = read_to_eof(dest[0]);
+  ::close(dest[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  relay.stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the program died: " << (WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "?");
+  EXPECT_EQ(program_bytes(got, "[h:0]"), "one\nheadtail\n") << "arrived: " << got;
+}
+
+// A stream relayed untagged by plan (tag_out false: its lines are not tagged at all) that
+// runs out of memory gets the notice "passing output through untagged" written into its
+// bytes, in the middle of the program's line when the bytes before ended inside one.
+TEST(NodeRelayOutOfMemory, Adv11_AnUntaggedStreamGetsNoNoticeInsideItsLine) {
+  t_test_thread = true;
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  int dest[2];
+  ASSERT_EQ(::pipe2(dest, O_CLOEXEC), 0);
+  RelayPlan plan;
+  plan.tag = "[h:0]";
+  plan.out = true;
+  plan.tag_out = false;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(dest[1], 1);
+    if (hand_to_node_relay(relay.task_socket(), plan, 0)) ::_exit(99);
+    ::execl("/bin/sh", "sh", "-c", "printf 'abc'; sleep 0.5; printf 'def%040d\\n' 0", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(dest[1]);
+  ::usleep(250 * 1000);  // "abc" is out
+  g_out_of_memory = true;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::usleep(100 * 1000);
+  g_out_of_memory = false;
+  const std::string got = read_to_eof(dest[0]);
+  ::close(dest[0]);
+  relay.stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(got, "abcdef" + std::string(40, '0') + "\n");  // more than a short string holds inline
+}
+
+// At stop slurmstepd waits for the thread (NodeRelay::stop joins it). Without memory
+// trouble the final drain writes what srun takes now and drops the rest; out of memory,
+// pass_raw writes each read with write_now, waiting for srun (wait_writable) as long as it
+// takes something every 5 s: up to kFinalReadMax per stream, at srun's pace.
+TEST(NodeRelayOutOfMemory, Adv11_StopDoesNotWaitForASlowSrunOutOfMemory) {
+  t_test_thread = true;
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  int dest[2];
+  ASSERT_EQ(::pipe2(dest, O_CLOEXEC), 0);
+  RelayPlan plan;
+  plan.tag = "[h:0]";
+  plan.out = true;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(dest[1], 1);
+    if (hand_to_node_relay(relay.task_socket(), plan, 0)) ::_exit(99);
+    ::execl("/usr/bin/yes", "yes", "0123456789", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(dest[1]);
+  // srun, slow: 64 KB every half second.
+  std::thread reader([fd = dest[0]] {
+    t_test_thread = true;
+    static char buf[65536];
+    while (::read(fd, buf, sizeof buf) > 0) ::usleep(500 * 1000);
+  });
+  ::usleep(300 * 1000);
+  g_out_of_memory = std::getenv("ADV11_BASELINE") == nullptr;  // set: the same stop with memory
+  ::usleep(300 * 1000);
+  const double t0 = mono_now();
+  relay.stop();
+  const double took = mono_now() - t0;
+  g_out_of_memory = false;
+  reader.join();
+  ::close(dest[0]);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_LT(took, 3.0) << "slurmstepd's stop waited for the relay thread";
+}
+
+// LinePrefixer's claim: feed and finish allocate nothing once `out` has room for
+// max_output(n) (max_output(0) for finish), and append no more than that; any bytes, any
+// tag and max_line a handoff allows. Allocations fail in this thread while they run.
+TEST(LinePrefixerOutOfMemory, Adv11_FeedAndFinishAllocateNothingWithinMaxOutput) {
+  t_test_thread = true;
+  std::mt19937 rng(11);
+  auto pick = [&rng](std::size_t lo, std::size_t hi) { return std::uniform_int_distribution<std::size_t>(lo, hi)(rng); };
+  for (int round = 0; round < 3000; ++round) {
+    std::string tag(pick(0, 256), 'T');
+    for (char& c : tag) c = static_cast<char>('A' + pick(0, 25));
+    const std::size_t max_line = pick(0, 3) == 0 ? pick(16, 80) : pick(16, 4096);
+    LinePrefixer lines(tag, max_line);
+    std::string input, out;
+    for (int chunk = 0; chunk < 12; ++chunk) {
+      std::string data;
+      const std::size_t n = pick(0, 3) == 0 ? pick(0, 3) : pick(0, 3 * 4096);
+      const int mode = static_cast<int>(pick(0, 4));
+      for (std::size_t k = 0; k < n; ++k) {
+        char c;
+        switch (mode) {
+          case 0: c = '\n'; break;
+          case 1: c = 'x'; break;
+          case 2: c = pick(0, 1) ? '\0' : '\n'; break;
+          case 3: c = pick(0, 200) == 0 ? '\n' : static_cast<char>(pick(0, 255)); break;
+          default: c = static_cast<char>(pick(0, 255)); break;
+        }
+        data.push_back(c);
+      }
+      input += data;
+      std::string piece;
+      const std::size_t bound = lines.max_output(data.size());
+      piece.reserve(bound);
+      t_fail_here = true;
+      bool threw = false;
+      try {
+        lines.feed(data, piece);
+        lines.held();
+      } catch (...) {
+        threw = true;
+      }
+      t_fail_here = false;
+      ASSERT_FALSE(threw) << "feed allocated: round " << round << " tag " << tag.size() << " max_line " << max_line
+                          << " n " << data.size();
+      ASSERT_LE(piece.size(), bound) << "round " << round;
+      ASSERT_LE(lines.held(), lines.max_payload());
+      out += piece;
+    }
+    std::string last;
+    const std::size_t bound = lines.max_output(0);
+    last.reserve(bound);
+    t_fail_here = true;
+    bool threw = false;
+    try {
+      lines.finish(last);
+    } catch (...) {
+      threw = true;
+    }
+    t_fail_here = false;
+    ASSERT_FALSE(threw) << "finish allocated: round " << round;
+    ASSERT_LE(last.size(), bound);
+    out += last;
+    // Every line whole, within max_line (where a handoff's max_line leaves room), and exact.
+    for (std::size_t pos = 0; pos < out.size();) {
+      const std::size_t nl = out.find('\n', pos);
+      ASSERT_NE(nl, std::string::npos);
+      ASSERT_EQ(out.compare(pos, tag.size(), tag), 0) << "round " << round;
+      ASSERT_TRUE(out[pos + tag.size()] == ' ' || out[pos + tag.size()] == '+');
+      if (max_line >= tag.size() + 2 + 64) {
+        ASSERT_LE(nl + 1 - pos, max_line) << "round " << round;
+      }
+      pos = nl + 1;
+    }
+    ASSERT_TRUE(strip_prefixes(out, tag) == input) << "round " << round;
+  }
+}
+
+// The task's relay with the hang watchdog on: out of memory, the watchdog's tick (its
+// process table, its vectors) throws out of relay(), and start_relay's catch falls back to
+// passthrough, which neither writes the partial line the tagging held nor the notice on
+// the stream that goes on untagged (only on stderr).
+TEST(OutputRelayOutOfMemory, Adv11_TheWatchdogRunningOutOfMemoryLosesNoByte) {
+  t_test_thread = true;
+  char tmpl[] = "/tmp/gpudiag-adv11-XXXXXX";
+  const std::string root = ::mkdtemp(tmpl);
+  const std::string diag = root + "/diag", state = root + "/state";
+  ::mkdir(diag.c_str(), 0755);
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  const pid_t task = ::fork();
+  if (task == 0) {
+    t_test_thread = false;
+    ::dup2(out[1], 1);
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      g_out_of_memory = true;
+    }).detach();
+    RelayPlan plan;
+    plan.tag = "[h:0]";
+    plan.out = true;
+    plan.hang.duration_s = 60;
+    plan.hang.kill_grace_s = 1;
+    plan.hang.report_timeout_s = 5;
+    plan.hang.state_dir = state;
+    plan.hang.diag_dir = diag;
+    plan.hang.host = "h";
+    plan.hang.step = "1.0";
+    if (start_relay(plan)) ::_exit(99);
+    ::execl("/bin/sh", "sh", "-c", "printf 'one\\nhead'; sleep 2.5; printf 'tail\\n'", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  const std::string got = read_to_eof(out[0]);
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(task, &status, 0);
+  std::system(("rm -rf '" + root + "'").c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(program_bytes(got, "[h:0]"), "one\nheadtail\n") << "arrived: " << got;
 }
