@@ -70,6 +70,7 @@ struct Stream {
   // read (at srun's pace); the input ends after them. kNoDrain: relayed to EOF.
   std::size_t drain_left = kNoDrain;
   std::size_t counted = 0;  // pending's capacity, as the step's total counts it
+  bool no_wait = false;        // at stop: out of memory, what srun does not take now is dropped
   bool full = false;           // the last write found Slurm's pipe full
   std::size_t pipe_size = 0;   // Slurm's pipe's capacity; 0: not a pipe (no pacing)
   WritePacing pacing;
@@ -155,13 +156,13 @@ bool wait_writable(int fd) {
   }
 }
 
-// Writes all of `data` now, waiting for room (wait_writable). false: it could not.
-bool write_now(int fd, const char* data, std::size_t n) {
-  for (std::size_t off = 0; off < n;) {
-    const ssize_t w = ::write(fd, data + off, n - off);
+// Writes all of `data` now, waiting for room (wait_writable) if it may. false: it could not.
+bool write_now(int fd, std::string_view data, bool may_wait) {
+  for (std::size_t off = 0; off < data.size();) {
+    const ssize_t w = ::write(fd, data.data() + off, data.size() - off);
     if (w > 0) off += static_cast<std::size_t>(w);
     else if (w < 0 && errno == EAGAIN) {
-      if (!wait_writable(fd)) return false;
+      if (!may_wait || !wait_writable(fd)) return false;
     } else if (!(w < 0 && errno == EINTR)) {
       return false;
     }
@@ -177,28 +178,30 @@ bool finish_others_chunk(Stream& s) {
     Stream* const other = *s.holder;
     if (other == kCutLine) return false;
     flush(*other);  // releases the destination once the chunk is out, or its srun is gone
-    if (s.waits_for_another() && !wait_writable(other->out)) return false;
+    if (s.waits_for_another() && (s.no_wait || !wait_writable(other->out))) return false;
   }
   return true;
 }
 
 // Out of memory in slurmstepd while relaying `s`: it goes on untagged, `data` now. What it
 // still owes goes first, after the rest of another stream's chunk half written to the same
-// file: its own pending bytes, then, once, the notice and the partial line the tagging held,
-// so no byte is lost and no line lands inside another. The thread waits here
-// (wait_writable); a stream that cannot write is lost, so the thread can still stop.
+// file: its own pending bytes, then, once for a tagged stream, the notice and the partial
+// line the tagging held, so no byte is lost and no line lands inside another. The thread
+// waits here (wait_writable) unless it is stopping (no_wait); a stream that cannot write
+// is lost, so that the thread can still stop.
 void pass_raw(Stream& s, std::string_view data) {
-  const bool first = !s.raw;
+  if (s.dead) return;
+  const bool notice = !s.raw && s.tag;
   s.raw = true;
-  const std::string_view held = first && s.tag ? s.lines.held_bytes() : std::string_view();
+  const std::string_view held = notice ? s.lines.held_bytes() : std::string_view();
   bool ok = finish_others_chunk(s);
   while (ok && !s.dead && s.has_pending()) {
     flush(s);
-    if (!s.dead && s.has_pending()) ok = wait_writable(s.out);
+    if (!s.dead && s.has_pending()) ok = !s.no_wait && wait_writable(s.out);
   }
-  ok = ok && (!first || write_now(s.out, kUntaggedNotice.data(), kUntaggedNotice.size())) &&
-       write_now(s.out, held.data(), held.size()) && write_now(s.out, data.data(), data.size());
-  if (!ok) s.dead = true;
+  ok = ok && (!notice || write_now(s.out, kUntaggedNotice, !s.no_wait)) && write_now(s.out, held, !s.no_wait) &&
+       write_now(s.out, data, !s.no_wait);
+  if (!ok || s.dead) s.dead = true;
 }
 
 // Bytes that arrived on a stream: tagged into `pending`, or as they are. Read only while
@@ -294,6 +297,19 @@ Message receive_message(int sock, char* data, std::size_t size) {
   return m;
 }
 
+// Shuts the socket down (every forked copy of it with it) and closes the fds of the
+// handoffs still queued on it.
+void refuse_handoffs(int sock) {
+  ::shutdown(sock, SHUT_RDWR);
+  for (;;) {
+    char data[kMaxHandoffBytes + 1];
+    const Message m = receive_message(sock, data, sizeof data);
+    if (m.n < 0 && errno == EINTR) continue;
+    if (m.n <= 0) return;
+    for (std::size_t k = 0; k < m.nfds; ++k) ::close(m.fds[k]);
+  }
+}
+
 class Loop {
  public:
   Loop(int sock, int stop_fd, const std::atomic<bool>& stop_requested, int local_tasks,
@@ -303,12 +319,28 @@ class Loop {
         stop_requested_(stop_requested),
         peak_held_(peak_held),
         local_tasks_(local_tasks > 0 ? static_cast<std::size_t>(local_tasks) : 0),
-        buf_(new char[kReadSize]) {}
+        buf_(new char[kReadSize]) {
+    // The poll lists never grow: out of memory, a handoff fails, not the loop.
+    fds_.reserve(kMaxStreams + 2);
+    owner_.reserve(kMaxStreams);
+  }
 
+  // Out of memory outside the tagging (a handoff's stream, the set of ended tasks), the
+  // loop ends: the streams it holds go on untagged, with no allocation, rather than close
+  // (their programs would die of EPIPE) (adversary review 11).
   void run() {
-    std::vector<pollfd> fds;
-    std::vector<Stream*> owner;  // the stream of each pollfd past the first two
-    bool stopping = false;
+    try {
+      relay();
+    } catch (...) {
+      pass_all_raw();
+    }
+  }
+
+ private:
+  void relay() {
+    std::vector<pollfd>& fds = fds_;
+    std::vector<Stream*>& owner = owner_;  // the stream of each pollfd past the first two
+    bool& stopping = stopping_;
     while (!stopping) {
       fds.clear();
       owner.clear();
@@ -357,7 +389,64 @@ class Loop {
     final_drain();
   }
 
- private:
+  // pass_raw for every stream, then their bytes as they come, until the stop: a read and
+  // a write each, nothing allocated. At the stop what srun takes now goes out (no_wait).
+  void pass_all_raw() {
+    refuse_handoffs(sock_);  // a task that hands over now relays itself
+    for (auto& s : streams_)
+      if (s) {
+        s->no_wait = stopping_;
+        pass_raw(*s, {});
+      }
+    while (!stopping_) {
+      fds_.clear();
+      owner_.clear();
+      fds_.push_back({stop_fd_, POLLIN, 0});
+      for (auto& s : streams_)
+        if (s && s->in >= 0) {
+          fds_.push_back({s->in, POLLIN, 0});
+          owner_.push_back(s.get());
+        }
+      if (::poll(fds_.data(), fds_.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (fds_[0].revents) stopping_ = stop_word_came();
+      for (std::size_t k = 0; k < owner_.size(); ++k)
+        if (fds_[k + 1].revents) copy_raw(*owner_[k]);
+      close_ended();
+    }
+    for (auto& s : streams_)
+      if (s && s->in >= 0) {
+        s->no_wait = true;
+        copy_raw(*s);
+      }
+    streams_.clear();
+  }
+  void copy_raw(Stream& s) {
+    const ssize_t r = ::read(s.in, buf_.get(), kReadSize);
+    if (r > 0) {
+      pass_raw(s, std::string_view(buf_.get(), static_cast<std::size_t>(r)));
+    } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+      ::close(s.in);
+      s.in = -1;
+    }
+  }
+  // A stream whose input ended gives Slurm its EOF (its fds close with it).
+  void close_ended() {
+    for (auto& s : streams_)
+      if (s && s->in < 0) s.reset();
+  }
+  // The stop word (or slurmstepd gone), read with no allocation: task ends are not counted.
+  bool stop_word_came() {
+    std::int32_t words[64];
+    const ssize_t n = ::read(stop_fd_, words, sizeof words);
+    if (n == 0) return true;
+    for (ssize_t k = 0; k < n / static_cast<ssize_t>(sizeof(std::int32_t)); ++k)
+      if (words[k] == kStopWord) return true;
+    return stop_requested_.load();
+  }
+
   // Stop words and the local ids of reaped tasks, from slurmstepd's thread. true: stop.
   bool read_control() {
     std::int32_t words[64];
@@ -540,6 +629,7 @@ class Loop {
   // kFinalReadMax of input; nothing waits. The rest is dropped, as slurmstepd, which has
   // stopped waiting for the step's output by now, drops what it still holds.
   void final_drain() {
+    for (auto& s : streams_) s->no_wait = true;  // out of memory too (pass_raw): nothing waits
     // A chunk half written goes on first, so the streams that wait for its destination
     // still get their turn in this drain.
     for (auto& s : streams_)
@@ -584,20 +674,10 @@ class Loop {
   // declared before streams_, so it outlives every Stream that points into it.
   std::map<std::pair<dev_t, ino_t>, Stream*> holders_;
   std::vector<std::unique_ptr<Stream>> streams_;
+  std::vector<pollfd> fds_;
+  std::vector<Stream*> owner_;
+  bool stopping_ = false;
 };
-
-// Shuts the socket down (every forked copy of it with it) and closes the fds of the
-// handoffs still queued on it.
-void refuse_handoffs(int sock) {
-  ::shutdown(sock, SHUT_RDWR);
-  for (;;) {
-    char data[kMaxHandoffBytes + 1];
-    const Message m = receive_message(sock, data, sizeof data);
-    if (m.n < 0 && errno == EINTR) continue;
-    if (m.n <= 0) return;
-    for (std::size_t k = 0; k < m.nfds; ++k) ::close(m.fds[k]);
-  }
-}
 
 }  // namespace
 
@@ -606,8 +686,8 @@ void* NodeRelay::thread_main(void* self) {
   try {
     Loop(r->relay_end_, r->stop_r_, r->stop_requested_, r->local_tasks_, r->peak_held_).run();
   } catch (...) {
-    // Only a failed allocation of the loop's own vectors gets here; the streams it held
-    // are closed, so their programs see EPIPE instead of blocking forever.
+    // Only a failed allocation of the loop's own buffers gets here, before any stream
+    // (Loop::run passes the streams on untagged whatever else fails).
   }
   // However the loop ended (at stop, or early: an allocation, a failed poll), no handoff
   // may wait for it: later ones fail at once (EPIPE), and those already queued give back

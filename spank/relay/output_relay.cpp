@@ -149,12 +149,11 @@ void close_inherited(const std::vector<int>& keep) {
 }
 
 // The last resort when the relay fails outside the tagging (out of memory: the tagging's
-// own is stop_tagging's): copy what is still to come as it is, with no allocation, then
-// exit as the program did.
-[[noreturn]] void passthrough(pid_t child, int out_r, int err_r) noexcept {
-  [[maybe_unused]] ssize_t m = ::write(STDERR_FILENO, kUntaggedNotice.data(), kUntaggedNotice.size());
-  int in[2] = {out_r, err_r};
-  const int dst[2] = {STDOUT_FILENO, STDERR_FILENO};
+// own is stop_tagging's): copy what is still to come from `in` (-1: none) to `dst` as it
+// is, with no allocation, then exit as the program did (`status` if it was reaped).
+[[noreturn]] void passthrough(pid_t child, int in_out, int in_err, const int dst[2], bool reaped = false,
+                              int reaped_status = 0) noexcept {
+  int in[2] = {in_out, in_err};
   bool dead[2] = {false, false};
   char buf[16384];
   while (in[0] >= 0 || in[1] >= 0) {
@@ -182,11 +181,13 @@ void close_inherited(const std::vector<int>& keep) {
       }
     }
   }
-  int status = 1 << 8;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  int status = reaped ? reaped_status : 1 << 8;
+  while (!reaped && ::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   mirror_exit(status);
 }
+
+constexpr int kStdDst[2] = {STDOUT_FILENO, STDERR_FILENO};
 
 [[noreturn]] void relay(pid_t child, std::vector<Stream>& streams, int wake_r, std::unique_ptr<HangWatchdog> watch) {
   std::vector<char> buf(kReadSize);
@@ -213,63 +214,89 @@ void close_inherited(const std::vector<int>& keep) {
     }
   };
 
-  std::vector<pollfd> fds;  // kept across rounds: out of memory, only the tagging can fail (stop_tagging)
-  for (;;) {
-    fds.clear();
-    for (auto& s : streams)
-      if (s.in >= 0) fds.push_back({s.in, POLLIN, 0});
-    // A program that closed its stdout and stderr may still hang: the watchdog keeps
-    // looking (and killing) until the program is gone.
-    if (fds.empty() && (reaped || !watch)) break;
-    if (reaped && now_s() - reaped_at > kDrainMax) break;
-    fds.push_back({wake_r, POLLIN, 0});
-    const int timeout = reaped ? kQuietMs : watch ? 1000 : -1;
-    int n = ::poll(fds.data(), fds.size(), timeout);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;  // cannot happen with valid fds; fall through to reaping
-    }
-    if (watch && !reaped && now_s() - last_tick >= 1.0) {
-      watch->tick();
-      last_tick = now_s();
-    }
-    if (n == 0 && reaped) break;  // the program is gone and the pipes stayed empty
-    if (n == 0) continue;
-    if (fds.back().revents) {
-      char drain[64];
-      while (::read(wake_r, drain, sizeof drain) > 0) {
+  try {
+    std::vector<pollfd> fds;  // kept across rounds: out of memory, only the tagging can fail (stop_tagging)
+    for (;;) {
+      fds.clear();
+      for (auto& s : streams)
+        if (s.in >= 0) fds.push_back({s.in, POLLIN, 0});
+      // A program that closed its stdout and stderr may still hang: the watchdog keeps
+      // looking (and killing) until the program is gone.
+      if (fds.empty() && (reaped || !watch)) break;
+      if (reaped && now_s() - reaped_at > kDrainMax) break;
+      fds.push_back({wake_r, POLLIN, 0});
+      const int timeout = reaped ? kQuietMs : watch ? 1000 : -1;
+      int n = ::poll(fds.data(), fds.size(), timeout);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        break;  // cannot happen with valid fds; fall through to reaping
       }
-      try_reap();
-    }
-    for (auto& s : streams) {
-      if (s.in < 0) continue;
-      // Read what is there now; EAGAIN ends the round. Each read is written out (blocking)
-      // before the next, and no larger than fits the stream's budget after tagging.
-      for (;;) {
-        const std::size_t limit =
-            std::clamp<std::size_t>(relay_read_limit(s.lines, s.tag, kRelayStreamBudget), 1, buf.size());
-        ssize_t r = ::read(s.in, buf.data(), limit);
-        if (r > 0) {
-          if (watch) watch->output_seen();
-          const std::string_view got(buf.data(), static_cast<std::size_t>(r));
-          if (s.tag && room_to_tag(s, out, got.size())) {
-            s.lines.feed(got, out);
-            write_all(s.out, out, s.dead);
-          } else {
-            write_all(s.out, got, s.dead);
-          }
-          if (static_cast<std::size_t>(r) < limit) break;
-          continue;
+      if (watch && !reaped && now_s() - last_tick >= 1.0) {
+        try {
+          watch->tick();
+        } catch (...) {
+          // Out of memory (the process table): it looks again in a second; the output goes on.
+          static bool said = false;
+          static constexpr std::string_view kMsg = "gpudiag: hang watchdog: out of memory, looking again each second\n";
+          bool gone = false;
+          if (!said) write_all(STDERR_FILENO, kMsg, gone);
+          said = true;
         }
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && errno == EAGAIN) break;
-        close_stream(s);  // EOF or a read error
-        break;
+        last_tick = now_s();
+      }
+      if (n == 0 && reaped) break;  // the program is gone and the pipes stayed empty
+      if (n == 0) continue;
+      if (fds.back().revents) {
+        char drain[64];
+        while (::read(wake_r, drain, sizeof drain) > 0) {
+        }
+        try_reap();
+      }
+      for (auto& s : streams) {
+        if (s.in < 0) continue;
+        // Read what is there now; EAGAIN ends the round. Each read is written out (blocking)
+        // before the next, and no larger than fits the stream's budget after tagging.
+        for (;;) {
+          const std::size_t limit =
+              std::clamp<std::size_t>(relay_read_limit(s.lines, s.tag, kRelayStreamBudget), 1, buf.size());
+          ssize_t r = ::read(s.in, buf.data(), limit);
+          if (r > 0) {
+            if (watch) watch->output_seen();
+            const std::string_view got(buf.data(), static_cast<std::size_t>(r));
+            if (s.tag && room_to_tag(s, out, got.size())) {
+              s.lines.feed(got, out);
+              write_all(s.out, out, s.dead);
+            } else {
+              write_all(s.out, got, s.dead);
+            }
+            if (static_cast<std::size_t>(r) < limit) break;
+            continue;
+          }
+          if (r < 0 && errno == EINTR) continue;
+          if (r < 0 && errno == EAGAIN) break;
+          close_stream(s);  // EOF or a read error
+          break;
+        }
       }
     }
+    for (auto& s : streams)
+      if (s.in >= 0) close_stream(s);
+  } catch (...) {
+    // Out of memory outside the tagging (the poll list, a watchdog's report): each stream
+    // goes on untagged after its notice and held line, as stop_tagging's do, and the rest
+    // as it comes, with no allocation.
+    int in[2] = {-1, -1}, dst[2] = {STDOUT_FILENO, STDERR_FILENO};
+    for (std::size_t i = 0; i < streams.size() && i < 2; ++i) {
+      Stream& s = streams[i];
+      if (s.in < 0) continue;
+      if (s.tag) stop_tagging(s);
+      in[i] = s.in;
+      dst[i] = s.out;
+      s.in = -1;
+    }
+    watch.reset();  // leaves the node's state dir
+    passthrough(child, in[0], in[1], dst, reaped, status);
   }
-  for (auto& s : streams)
-    if (s.in >= 0) close_stream(s);
   while (!reaped) {
     pid_t r = ::waitpid(child, &status, 0);
     if (r == child) reaped = true;
@@ -386,7 +413,7 @@ std::optional<std::string> start_relay(const RelayPlan& plan) {
     }
     relay(pid, streams, wake[0], std::move(watch));
   } catch (...) {
-    passthrough(pid, out_r, err_r);
+    passthrough(pid, out_r, err_r, kStdDst);
   }
 }
 
