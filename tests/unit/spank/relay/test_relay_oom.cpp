@@ -1,6 +1,7 @@
 // Both relays out of memory (the node's relay thread in slurmstepd, the relay process of a
 // watched task): a binary of its own, because it replaces operator new, so that every
 // allocation outside the test's own thread fails while the test says so.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -437,4 +438,174 @@ TEST(OutputRelayOutOfMemory, Adv11_TheWatchdogRunningOutOfMemoryLosesNoByte) {
   std::system(("rm -rf '" + root + "'").c_str());
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_EQ(program_bytes(got, "[h:0]"), "one\nheadtail\n") << "arrived: " << got;
+}
+
+// ---- adversary review 12 ----
+
+namespace {
+
+int open_fd_count() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// srun taking what a destination holds for `ms`, then no more.
+void take_for(int fd, int ms, std::string* got = nullptr) {
+  const double end = mono_now() + ms / 1000.0;
+  char buf[65536];
+  const int fl = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  while (mono_now() < end) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0 && got) got->append(buf, static_cast<std::size_t>(n));
+    if (n <= 0) ::usleep(1000);
+  }
+  ::fcntl(fd, F_SETFL, fl);
+}
+
+pid_t hand_over_and_exec(NodeRelay& relay, int dest_w, int local_id, const char* script) {
+  RelayPlan plan;
+  plan.tag = "[h:" + std::to_string(local_id) + "]";
+  plan.out = true;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(dest_w, 1);
+    if (hand_to_node_relay(relay.task_socket(), plan, local_id)) ::_exit(99);
+    ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+// slurm_spank_task_exit (task_exited) and then slurm_spank_exit (stop) write their words
+// into the control pipe while the thread is busy (here: waiting in pass_raw for srun), so
+// one read in read_control takes both. The task's word comes first; out of memory its
+// ended_.insert throws, the stop word read with it is gone, and Loop::run's fallback
+// (pass_all_raw) waits for a stop word that never comes again: NodeRelay::stop joins
+// the thread for ever, and slurmstepd hangs in slurm_spank_exit.
+TEST(NodeRelayOutOfMemory, Adv12_AStopWordReadBesideAFailingTaskExitStillStopsTheThread) {
+  t_test_thread = true;
+  auto* relay = new NodeRelay;  // left behind if its thread never stops
+  ASSERT_FALSE(relay->start());
+  int dest[2];
+  ASSERT_EQ(::pipe2(dest, O_CLOEXEC), 0);
+  const pid_t pid = hand_over_and_exec(*relay, dest[1], 0, "exec yes 0123456789");
+  ::close(dest[1]);
+  ::usleep(300 * 1000);  // srun takes nothing: the destination is full, a chunk pending
+  g_out_of_memory = true;
+  std::string got;
+  take_for(dest[0], 300, &got);  // the thread reads again, cannot tag, passes raw, then waits
+  ::usleep(200 * 1000);
+  ASSERT_NE(got.find(kUntaggedNotice), std::string::npos) << "the thread never ran out of memory";
+  relay->task_exited(0);
+  std::atomic<bool> stopped{false};
+  std::thread([relay, &stopped] {
+    t_test_thread = true;
+    relay->stop();
+    stopped = true;
+  }).detach();
+  std::thread srun([fd = dest[0]] {  // srun takes everything again: the thread goes on
+    t_test_thread = true;
+    static char buf[65536];
+    while (::read(fd, buf, sizeof buf) > 0) {
+    }
+  });
+  const double t0 = mono_now();
+  while (!stopped && mono_now() - t0 < 12.0) ::usleep(10 * 1000);
+  const double took = mono_now() - t0;
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  srun.join();  // the stream ends with its program either way
+  g_out_of_memory = false;
+  EXPECT_TRUE(stopped) << "NodeRelay::stop still waits for the thread after " << took << " s";
+  if (stopped) {
+    delete relay;
+    ::close(dest[0]);
+  }
+}
+
+// A handoff that arrives while slurmstepd is out of memory: receive() copies the fds into
+// a std::vector (or accept() builds the Stream, the holders_ slot), which throws with the
+// fds the message carried still open and not closed by anyone: the task waits 5 s for
+// an answer whose write end slurmstepd leaked, and slurmstepd keeps a copy of Slurm's
+// stdout (and the task's pipe) for ever, so Slurm's own reader never sees that EOF.
+TEST(NodeRelayOutOfMemory, Adv12_AHandoffThatFailsOutOfMemoryIsRefusedAtOnceAndLeavesNoFd) {
+  t_test_thread = true;
+  const int before = open_fd_count();
+  int child_status = -1;
+  {
+    NodeRelay relay;
+    ASSERT_FALSE(relay.start());
+    int dest[2];
+    ASSERT_EQ(::pipe2(dest, O_CLOEXEC), 0);
+    ::usleep(100 * 1000);  // the thread's loop has its buffers
+    g_out_of_memory = true;
+    RelayPlan plan;
+    plan.tag = "[h:0]";
+    plan.out = true;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(dest[1], 1);
+      const double t0 = mono_now();
+      const auto why = hand_to_node_relay(relay.task_socket(), plan, 0);
+      const bool refused = why.has_value();
+      if (why) ::write(2, why->data(), why->size());
+      ::_exit(!refused ? 2 : mono_now() - t0 < 2.0 ? 0 : 1);
+    }
+    ::close(dest[1]);
+    ::waitpid(pid, &child_status, 0);
+    g_out_of_memory = false;
+    relay.stop();
+    ::close(dest[0]);
+  }
+  EXPECT_TRUE(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0)
+      << "1: refused only after the task's 5 s wait for an answer; 2: accepted (status " << child_status << ")";
+  EXPECT_EQ(open_fd_count(), before) << "fds the handoff carried are still open in slurmstepd";
+}
+
+// ARCHITECTURE: "at stop, out of memory or not, it writes only what srun takes now". Out
+// of memory each read of a stream is written with write_now, which waits up to 5 s for a
+// srun that takes nothing, and the stop word is not looked at until the round is over:
+// every stream whose srun is stuck costs NodeRelay::stop 5 s more (3 here: 15 s; a node's
+// 64 tasks with stdout and stderr: over 10 minutes).
+TEST(NodeRelayOutOfMemory, Adv12_StopDoesNotWaitFiveSecondsPerStreamOutOfMemory) {
+  t_test_thread = true;
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  constexpr int kTasks = 3;
+  int dest[kTasks][2];
+  pid_t pid[kTasks];
+  for (int t = 0; t < kTasks; ++t) {
+    ASSERT_EQ(::pipe2(dest[t], O_CLOEXEC), 0);
+    pid[t] = hand_over_and_exec(relay, dest[t][1], t, "exec yes 0123456789");
+    ::close(dest[t][1]);
+  }
+  ::usleep(300 * 1000);
+  g_out_of_memory = true;
+  {
+    std::vector<std::thread> readers;
+    for (int t = 0; t < kTasks; ++t)
+      readers.emplace_back([fd = dest[t][0]] {
+        t_test_thread = true;
+        take_for(fd, 300);  // then srun is stuck
+      });
+    for (auto& r : readers) r.join();
+  }
+  ::usleep(200 * 1000);
+  const double t0 = mono_now();
+  relay.stop();
+  const double took = mono_now() - t0;
+  g_out_of_memory = false;
+  for (int t = 0; t < kTasks; ++t) {
+    ::kill(pid[t], SIGKILL);
+    ::waitpid(pid[t], nullptr, 0);
+    ::close(dest[t][0]);
+  }
+  EXPECT_LT(took, 6.0) << "slurmstepd's stop waited for the relay thread";
 }
