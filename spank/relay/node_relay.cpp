@@ -393,6 +393,9 @@ class Loop {
   // a write each, nothing allocated. At the stop what srun takes now goes out (no_wait).
   void pass_all_raw() {
     refuse_handoffs(sock_);  // a task that hands over now relays itself
+    // The stop word may be gone already: read_control took it with a task's word whose
+    // ended_.insert threw. stop() sets the flag before it writes the word (adversary 12).
+    stopping_ = stopping_ || stop_requested_.load();
     for (auto& s : streams_)
       if (s) {
         s->no_wait = stopping_;
