@@ -609,3 +609,41 @@ TEST(NodeRelayOutOfMemory, Adv12_StopDoesNotWaitFiveSecondsPerStreamOutOfMemory)
   }
   EXPECT_LT(took, 6.0) << "slurmstepd's stop waited for the relay thread";
 }
+
+// A task's stdout and stderr to one file (srun -o FILE), each with a partial line held by
+// the tagging, when the loop's fallback (pass_all_raw) takes over: stdout's notice and
+// held "headA" go out, then stderr's notice lands right after "headA", inside that line.
+// (The held lines themselves interleave as they would without the relay; the notice is
+// the relay's own, and should start a line.)
+TEST(NodeRelayOutOfMemory, Adv12_TheFallbacksNoticeNeverLandsInsideAnotherStreamsLine) {
+  t_test_thread = true;
+  NodeRelay relay;
+  ASSERT_FALSE(relay.start());
+  int dest[2];
+  ASSERT_EQ(::pipe2(dest, O_CLOEXEC), 0);
+  RelayPlan plan;
+  plan.tag = "[h:0]";
+  plan.out = plan.err = true;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(dest[1], 1);
+    ::dup2(dest[1], 2);
+    if (hand_to_node_relay(relay.task_socket(), plan, 0)) ::_exit(99);
+    ::execl("/bin/sh", "sh", "-c", "printf headA; printf headB >&2; sleep 0.8; printf 'tailA\\n'; printf 'tailB\\n' >&2",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(dest[1]);
+  ::usleep(300 * 1000);  // both partial lines are held
+  g_out_of_memory = true;
+  relay.task_exited(7);  // ended_.insert throws: pass_all_raw
+  ::usleep(200 * 1000);
+  g_out_of_memory = false;
+  const std::string got = read_to_eof(dest[0]);
+  ::close(dest[0]);
+  ::waitpid(pid, nullptr, 0);
+  relay.stop();
+  ASSERT_NE(got.find(kUntaggedNotice), std::string::npos) << got;
+  for (std::size_t at = got.find(kUntaggedNotice); at != std::string::npos; at = got.find(kUntaggedNotice, at + 1))
+    EXPECT_TRUE(at == 0 || got[at - 1] == '\n') << "the notice inside a line: " << got;
+}
