@@ -71,6 +71,8 @@ struct Stream {
   std::size_t drain_left = kNoDrain;
   std::size_t counted = 0;  // pending's capacity, as the step's total counts it
   bool no_wait = false;        // at stop: out of memory, what srun does not take now is dropped
+  const std::atomic<bool>* stop_requested = nullptr;  // the relay's: a wait ends when it is set
+  bool owes_held = false;      // gone untagged: the partial line the tagging held is still to go
   bool full = false;           // the last write found Slurm's pipe full
   std::size_t pipe_size = 0;   // Slurm's pipe's capacity; 0: not a pipe (no pacing)
   WritePacing pacing;
@@ -146,23 +148,28 @@ void flush(Stream& s) {
 }
 
 // Waits until `fd` (non-blocking) takes more. The whole thread waits here, so not for
-// long: false when srun took nothing for kDrainMax.
-bool wait_writable(int fd) {
+// long: false when srun took nothing for kDrainMax, or at once when the relay is asked to
+// stop (slurmstepd waits for the thread then), looked at every 50 ms.
+bool wait_writable(int fd, const std::atomic<bool>* stop_requested) {
   pollfd p{fd, POLLOUT, 0};
-  for (;;) {
-    const int r = ::poll(&p, 1, static_cast<int>(kDrainMax * 1000));
+  for (int waited_ms = 0; waited_ms < static_cast<int>(kDrainMax * 1000);) {
+    if (stop_requested && stop_requested->load()) return false;
+    const int r = ::poll(&p, 1, 50);
     if (r > 0) return true;
-    if (!(r < 0 && errno == EINTR)) return false;
+    if (r == 0) waited_ms += 50;
+    else if (errno != EINTR) return false;
   }
+  return false;
 }
 
-// Writes all of `data` now, waiting for room (wait_writable) if it may. false: it could not.
-bool write_now(int fd, std::string_view data, bool may_wait) {
+// Writes all of `data` to `s`'s destination now, waiting for room (wait_writable) unless
+// the thread is stopping (no_wait). false: it could not.
+bool write_now(Stream& s, std::string_view data) {
   for (std::size_t off = 0; off < data.size();) {
-    const ssize_t w = ::write(fd, data.data() + off, data.size() - off);
+    const ssize_t w = ::write(s.out, data.data() + off, data.size() - off);
     if (w > 0) off += static_cast<std::size_t>(w);
     else if (w < 0 && errno == EAGAIN) {
-      if (!may_wait || !wait_writable(fd)) return false;
+      if (s.no_wait || !wait_writable(s.out, s.stop_requested)) return false;
     } else if (!(w < 0 && errno == EINTR)) {
       return false;
     }
@@ -178,30 +185,39 @@ bool finish_others_chunk(Stream& s) {
     Stream* const other = *s.holder;
     if (other == kCutLine) return false;
     flush(*other);  // releases the destination once the chunk is out, or its srun is gone
-    if (s.waits_for_another() && (s.no_wait || !wait_writable(other->out))) return false;
+    if (s.waits_for_another() && (s.no_wait || !wait_writable(other->out, s.stop_requested))) return false;
   }
   return true;
 }
 
-// Out of memory in slurmstepd while relaying `s`: it goes on untagged, `data` now. What it
-// still owes goes first, after the rest of another stream's chunk half written to the same
-// file: its own pending bytes, then, once for a tagged stream, the notice and the partial
-// line the tagging held, so no byte is lost and no line lands inside another. The thread
-// waits here (wait_writable) unless it is stopping (no_wait); a stream that cannot write
-// is lost, so that the thread can still stop.
-void pass_raw(Stream& s, std::string_view data) {
-  if (s.dead) return;
-  const bool notice = !s.raw && s.tag;
+// Out of memory in slurmstepd while relaying `s`: it goes on untagged. What it still owes
+// goes first, after the rest of another stream's chunk half written to the same file: its
+// own pending bytes (whole lines), then, for a tagged stream, the notice; the partial line
+// the tagging held is owed (owes_held) and goes with the next bytes (pass_raw), so that
+// streams sharing a file give all their notices before any partial line. The thread waits
+// here (wait_writable) unless it is stopping; a stream that cannot write is lost, so that
+// the thread can still stop.
+void begin_raw(Stream& s) {
+  if (s.dead || s.raw) return;
   s.raw = true;
-  const std::string_view held = notice ? s.lines.held_bytes() : std::string_view();
   bool ok = finish_others_chunk(s);
   while (ok && !s.dead && s.has_pending()) {
     flush(s);
-    if (!s.dead && s.has_pending()) ok = !s.no_wait && wait_writable(s.out);
+    if (!s.dead && s.has_pending()) ok = !s.no_wait && wait_writable(s.out, s.stop_requested);
   }
-  ok = ok && (!notice || write_now(s.out, kUntaggedNotice, !s.no_wait)) && write_now(s.out, held, !s.no_wait) &&
-       write_now(s.out, data, !s.no_wait);
-  if (!ok || s.dead) s.dead = true;
+  if (ok && !s.dead && s.tag) ok = write_now(s, kUntaggedNotice);
+  s.owes_held = ok && s.tag && s.lines.held() > 0;
+  if (!ok) s.dead = true;
+}
+
+// `data` of a stream gone untagged (begin_raw), after the partial line it owes.
+void pass_raw(Stream& s, std::string_view data) {
+  begin_raw(s);
+  if (s.dead) return;
+  bool ok = !s.owes_held || write_now(s, s.lines.held_bytes());
+  s.owes_held = false;
+  ok = ok && write_now(s, data);
+  if (!ok) s.dead = true;
 }
 
 // Bytes that arrived on a stream: tagged into `pending`, or as they are. Read only while
@@ -320,9 +336,10 @@ class Loop {
         peak_held_(peak_held),
         local_tasks_(local_tasks > 0 ? static_cast<std::size_t>(local_tasks) : 0),
         buf_(new char[kReadSize]) {
-    // The poll lists never grow: out of memory, a handoff fails, not the loop.
+    // These lists never grow: out of memory, a handoff fails, not the loop.
     fds_.reserve(kMaxStreams + 2);
     owner_.reserve(kMaxStreams);
+    streams_.reserve(kMaxStreams);
   }
 
   // Out of memory outside the tagging (a handoff's stream, the set of ended tasks), the
@@ -399,8 +416,10 @@ class Loop {
     for (auto& s : streams_)
       if (s) {
         s->no_wait = stopping_;
-        pass_raw(*s, {});
+        begin_raw(*s);  // every notice before any partial line
       }
+    for (auto& s : streams_)
+      if (s) pass_raw(*s, {});
     while (!stopping_) {
       fds_.clear();
       owner_.clear();
@@ -538,39 +557,57 @@ class Loop {
         sock_open_ = false;  // cannot happen while slurmstepd holds the other end
         return;
       }
-      const std::vector<int> fds(m.fds, m.fds + m.nfds);
-      if (!accept(m.flags, std::string_view(data, static_cast<std::size_t>(m.n)), fds))
-        for (int fd : fds) ::close(fd);
+      bool taken = false;
+      try {
+        taken = accept(m.flags, std::string_view(data, static_cast<std::size_t>(m.n)), m.fds, m.nfds);
+      } catch (...) {
+        // Out of memory: refused as any other message is, so the task relays itself at once.
+      }
+      if (!taken)
+        for (std::size_t k = 0; k < m.nfds; ++k) ::close(m.fds[k]);
     }
   }
 
-  bool accept(int flags, std::string_view bytes, const std::vector<int>& fds) {
+  // true: the streams own the message's fds. What may run out of memory comes before the
+  // first fd is taken, so on false or a throw every fd is still the message's (receive
+  // closes them, and the task gets EOF for its answer).
+  bool accept(int flags, std::string_view bytes, const int* fds, std::size_t nfds) {
     if (flags & (MSG_TRUNC | MSG_CTRUNC)) return false;
     auto h = decode_handoff(bytes);
-    if (!h || static_cast<int>(fds.size()) != handoff_fd_count(*h)) return false;
+    if (!h || static_cast<int>(nfds) != handoff_fd_count(*h)) return false;
     if (streams_.size() + (h->out ? 1 : 0) + (h->err ? 1 : 0) > kMaxStreams) return false;
-    const int answer = fds.back();
+    const int answer = fds[nfds - 1];
     if (!is_pipe(answer)) return false;
-    for (std::size_t k = 0; k + 1 < fds.size(); k += 2)
+    for (std::size_t k = 0; k + 1 < nfds; k += 2)
       if (!is_pipe_or_socket(fds[k]) || !is_pipe(fds[k + 1])) return false;
-    std::size_t k = 0;
-    auto add = [&](bool tag) {
-      const int out = fds[k], in = fds[k + 1];
-      k += 2;
-      set_nonblocking(out);
-      set_nonblocking(in);
-      streams_.push_back(std::make_unique<Stream>(in, out, tag, h->tag, h->max_line));
+    // The streams, with no fd yet, and the slots of their destinations.
+    std::unique_ptr<Stream> made[2];
+    Stream** slot[2] = {nullptr, nullptr};
+    std::size_t n = 0;
+    for (const auto& [wanted, tag] : {std::pair{h->out, h->tag_out}, std::pair{h->err, h->tag_err}}) {
+      if (!wanted) continue;
+      made[n] = std::make_unique<Stream>(-1, -1, tag, h->tag, h->max_line);
       struct stat st;
-      if (::fstat(out, &st) == 0) streams_.back()->holder = &holders_[{st.st_dev, st.st_ino}];
-      if (is_pipe(out)) {
-        const int size = ::fcntl(out, F_GETPIPE_SZ);
-        streams_.back()->pipe_size = size > 0 ? static_cast<std::size_t>(size) : 0;
+      if (::fstat(fds[2 * n], &st) == 0) slot[n] = &holders_[{st.st_dev, st.st_ino}];
+      ++n;
+    }
+    // Nothing below allocates (streams_ has room for kMaxStreams).
+    for (std::size_t i = 0; i < n; ++i) {
+      Stream& s = *made[i];
+      s.out = fds[2 * i];
+      s.in = fds[2 * i + 1];
+      set_nonblocking(s.out);
+      set_nonblocking(s.in);
+      s.holder = slot[i];
+      s.stop_requested = &stop_requested_;
+      if (is_pipe(s.out)) {
+        const int size = ::fcntl(s.out, F_GETPIPE_SZ);
+        s.pipe_size = size > 0 ? static_cast<std::size_t>(size) : 0;
       }
-      streams_.back()->task = h->local_id;
-      if (ended(h->local_id)) streams_.back()->exited_at = now_s();
-    };
-    if (h->out) add(h->tag_out);
-    if (h->err) add(h->tag_err);
+      s.task = h->local_id;
+      if (ended(h->local_id)) s.exited_at = now_s();
+      streams_.push_back(std::move(made[i]));
+    }
     // The task waits for this before it puts the pipes in place (hand_to_node_relay).
     set_nonblocking(answer);
     [[maybe_unused]] ssize_t w = ::write(answer, "y", 1);
