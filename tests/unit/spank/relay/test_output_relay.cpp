@@ -19,10 +19,12 @@
 
 #include "spank/relay/output_relay.h"
 #include "tests/unit/slurp.h"
+#include "tests/unit/spank/relay/watched_plan.h"
 #include "spank/watchdog/hang_watchdog.h"  // kHangExitCode: the relay runs the watchdog
 
 using namespace gpudiag;
 using gpudiag::test::slurp;
+using gpudiag::test::watch_hangs;
 
 namespace {
 
@@ -104,13 +106,7 @@ struct Watched {
     state = root + "/state";
     ::mkdir(diag.c_str(), 0755);
     plan = both();
-    plan.hang.duration_s = hang_s;
-    plan.hang.kill_grace_s = 1;
-    plan.hang.report_timeout_s = 5;
-    plan.hang.state_dir = state;
-    plan.hang.diag_dir = diag;
-    plan.hang.host = "h";
-    plan.hang.step = "1.0";
+    watch_hangs(plan, hang_s, state, diag);
   }
   ~Watched() { std::system(("rm -rf '" + root + "'").c_str()); }
 };

@@ -25,6 +25,7 @@
 #include "spank/relay/node_relay.h"
 #include "spank/relay/node_relay_wire.h"
 #include "spank/relay/output_relay.h"
+#include "tests/unit/spank/relay/watched_plan.h"
 
 namespace {
 std::atomic<bool> g_out_of_memory{false};
@@ -48,6 +49,50 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 using namespace gpudiag;
 
 namespace {
+
+// A task of `relay` (local id `local_id`, tag [h:local_id]) whose streams in `plan` (by
+// default stdout alone) go to `dest_w`, running `script` under /bin/sh.
+RelayPlan plan_for(int local_id, bool err = false) {
+  RelayPlan plan;
+  plan.tag = "[h:" + std::to_string(local_id) + "]";
+  plan.out = true;
+  plan.err = err;
+  return plan;
+}
+pid_t hand_over_and_exec(NodeRelay& relay, int dest_w, int local_id, const char* script,
+                         const RelayPlan& plan) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (plan.out) ::dup2(dest_w, 1);
+    if (plan.err) ::dup2(dest_w, 2);
+    if (hand_to_node_relay(relay.task_socket(), plan, local_id)) ::_exit(99);
+    ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+pid_t hand_over_and_exec(NodeRelay& relay, int dest_w, int local_id, const char* script) {
+  return hand_over_and_exec(relay, dest_w, local_id, script, plan_for(local_id));
+}
+
+// A task under a relay process (start_relay; the task is the relay, its child the
+// program) with stdout to `out_w`, running `script`; memory runs out in the relay
+// `after_ms` after it starts.
+pid_t relayed_task_out_of_memory_after(int after_ms, int out_w, const RelayPlan& plan, const char* script) {
+  const pid_t task = ::fork();
+  if (task == 0) {
+    t_test_thread = false;
+    ::dup2(out_w, 1);
+    std::thread([after_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+      g_out_of_memory = true;
+    }).detach();
+    if (start_relay(plan)) ::_exit(99);  // the relay never returns; the program does
+    ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return task;
+}
 
 // Every line whole: stdout's 200 digits, tagged or (once its tagging too ran out of
 // memory) not, stderr's line, or the relay's notice; nothing else. And none lost: stdout's
@@ -88,23 +133,12 @@ TEST(NodeRelayOutOfMemory, TheUntaggedBytesWaitForAnotherStreamsHalfWrittenChunk
     ASSERT_FALSE(relay.start());
     int shared[2];
     ASSERT_EQ(::pipe2(shared, O_CLOEXEC), 0);
-    RelayPlan plan;
-    plan.tag = "[h:7]";
-    plan.out = plan.err = true;
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(shared[0]);
-      ::dup2(shared[1], 1);
-      ::dup2(shared[1], 2);
-      if (hand_to_node_relay(relay.task_socket(), plan, 0)) ::_exit(99);
-      // 80 KB of stdout (more than the shared pipe holds, less than it, the thread and the
-      // task's own pipe hold together, so the task goes on), then stderr's line while the
-      // thread still holds the rest of a chunk.
-      ::execl("/bin/sh", "sh", "-c",
-              "i=0; while [ $i -lt 400 ]; do printf '%0200d\\n' $i; i=$((i+1)); done; sleep 0.2; echo late >&2",
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    // 80 KB of stdout (more than the shared pipe holds, less than it, the thread and the
+    // task's own pipe hold together, so the task goes on), then stderr's line while the
+    // thread still holds the rest of a chunk.
+    const pid_t pid = hand_over_and_exec(
+        relay, shared[1], 7, "i=0; while [ $i -lt 400 ]; do printf '%0200d\\n' $i; i=$((i+1)); done; sleep 0.2; echo late >&2",
+        plan_for(7, true));
     ::close(shared[1]);
     ::usleep(200 * 1000);  // nobody reads: the pipe fills and a chunk stays half written
     g_out_of_memory = true;
@@ -135,26 +169,12 @@ TEST(OutputRelayOutOfMemory, TheStreamGoesOnUntaggedAndLosesNoByte) {
   t_test_thread = true;
   int out[2];
   ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  const pid_t task = ::fork();
-  if (task == 0) {
-    t_test_thread = false;
-    ::dup2(out[1], 1);
-    // Memory runs out once the program has written its first lines and a partial one.
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      g_out_of_memory = true;
-    }).detach();
-    RelayPlan plan;
-    plan.tag = "[h:0]";
-    plan.out = true;
-    if (start_relay(plan)) ::_exit(99);  // the relay never returns; the program does
-    // Then one write of the line's rest and 300 more lines: tagging them needs more room.
-    ::execl("/bin/sh", "sh", "-c",
-            "i=0; while [ $i -lt 10 ]; do printf '%0200d\\n' $i; i=$((i+1)); done; printf partial; sleep 0.6; "
-            "s=$(i=10; while [ $i -lt 310 ]; do printf '%0200d\\n' $i; i=$((i+1)); done); printf 'rest\\n%s\\n' \"$s\"",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  // Memory runs out once the program has written its first lines and a partial one; then
+  // one write of the line's rest and 300 more lines: tagging them needs more room.
+  const pid_t task = relayed_task_out_of_memory_after(
+      300, out[1], plan_for(0),
+      "i=0; while [ $i -lt 10 ]; do printf '%0200d\\n' $i; i=$((i+1)); done; printf partial; sleep 0.6; "
+      "s=$(i=10; while [ $i -lt 310 ]; do printf '%0200d\\n' $i; i=$((i+1)); done); printf 'rest\\n%s\\n' \"$s\"");
   ::close(out[1]);
   std::string got;
   char buf[4096];
@@ -219,16 +239,7 @@ TEST(NodeRelayOutOfMemory, Adv11_AnAllocationOutsideTheTaggingLosesNoByte) {
   ASSERT_FALSE(relay.start());
   int dest[2];
   ASSERT_EQ(::pipe2(dest, O_CLOEXEC), 0);
-  RelayPlan plan;
-  plan.tag = "[h:0]";
-  plan.out = true;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(dest[1], 1);
-    if (hand_to_node_relay(relay.task_socket(), plan, 0)) ::_exit(99);
-    ::execl("/bin/sh", "sh", "-c", "printf 'one\\nhead'; sleep 1; printf 'tail\\n'", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t pid = hand_over_and_exec(relay, dest[1], 0, "printf 'one\\nhead'; sleep 1; printf 'tail\\n'");
   ::close(dest[1]);
   ::usleep(300 * 1000);  // "head" is held by the tagging
   g_out_of_memory = true;
@@ -254,17 +265,9 @@ TEST(NodeRelayOutOfMemory, Adv11_AnUntaggedStreamGetsNoNoticeInsideItsLine) {
   ASSERT_FALSE(relay.start());
   int dest[2];
   ASSERT_EQ(::pipe2(dest, O_CLOEXEC), 0);
-  RelayPlan plan;
-  plan.tag = "[h:0]";
-  plan.out = true;
+  RelayPlan plan = plan_for(0);
   plan.tag_out = false;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(dest[1], 1);
-    if (hand_to_node_relay(relay.task_socket(), plan, 0)) ::_exit(99);
-    ::execl("/bin/sh", "sh", "-c", "printf 'abc'; sleep 0.5; printf 'def%040d\\n' 0", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t pid = hand_over_and_exec(relay, dest[1], 0, "printf 'abc'; sleep 0.5; printf 'def%040d\\n' 0", plan);
   ::close(dest[1]);
   ::usleep(250 * 1000);  // "abc" is out
   g_out_of_memory = true;
@@ -289,16 +292,7 @@ TEST(NodeRelayOutOfMemory, Adv11_StopDoesNotWaitForASlowSrunOutOfMemory) {
   ASSERT_FALSE(relay.start());
   int dest[2];
   ASSERT_EQ(::pipe2(dest, O_CLOEXEC), 0);
-  RelayPlan plan;
-  plan.tag = "[h:0]";
-  plan.out = true;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(dest[1], 1);
-    if (hand_to_node_relay(relay.task_socket(), plan, 0)) ::_exit(99);
-    ::execl("/usr/bin/yes", "yes", "0123456789", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t pid = hand_over_and_exec(relay, dest[1], 0, "exec yes 0123456789");
   ::close(dest[1]);
   // srun, slow: 64 KB every half second.
   std::thread reader([fd = dest[0]] {
@@ -408,28 +402,10 @@ TEST(OutputRelayOutOfMemory, Adv11_TheWatchdogRunningOutOfMemoryLosesNoByte) {
   ::mkdir(diag.c_str(), 0755);
   int out[2];
   ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  const pid_t task = ::fork();
-  if (task == 0) {
-    t_test_thread = false;
-    ::dup2(out[1], 1);
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      g_out_of_memory = true;
-    }).detach();
-    RelayPlan plan;
-    plan.tag = "[h:0]";
-    plan.out = true;
-    plan.hang.duration_s = 60;
-    plan.hang.kill_grace_s = 1;
-    plan.hang.report_timeout_s = 5;
-    plan.hang.state_dir = state;
-    plan.hang.diag_dir = diag;
-    plan.hang.host = "h";
-    plan.hang.step = "1.0";
-    if (start_relay(plan)) ::_exit(99);
-    ::execl("/bin/sh", "sh", "-c", "printf 'one\\nhead'; sleep 2.5; printf 'tail\\n'", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  RelayPlan plan = plan_for(0);
+  gpudiag::test::watch_hangs(plan, 60, state, diag);
+  const pid_t task =
+      relayed_task_out_of_memory_after(300, out[1], plan, "printf 'one\\nhead'; sleep 2.5; printf 'tail\\n'");
   ::close(out[1]);
   const std::string got = read_to_eof(out[0]);
   ::close(out[0]);
@@ -467,19 +443,6 @@ void take_for(int fd, int ms, std::string* got = nullptr) {
   ::fcntl(fd, F_SETFL, fl);
 }
 
-pid_t hand_over_and_exec(NodeRelay& relay, int dest_w, int local_id, const char* script) {
-  RelayPlan plan;
-  plan.tag = "[h:" + std::to_string(local_id) + "]";
-  plan.out = true;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(dest_w, 1);
-    if (hand_to_node_relay(relay.task_socket(), plan, local_id)) ::_exit(99);
-    ::execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
 
 }  // namespace
 
@@ -621,18 +584,9 @@ TEST(NodeRelayOutOfMemory, Adv12_TheFallbacksNoticeNeverLandsInsideAnotherStream
   ASSERT_FALSE(relay.start());
   int dest[2];
   ASSERT_EQ(::pipe2(dest, O_CLOEXEC), 0);
-  RelayPlan plan;
-  plan.tag = "[h:0]";
-  plan.out = plan.err = true;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(dest[1], 1);
-    ::dup2(dest[1], 2);
-    if (hand_to_node_relay(relay.task_socket(), plan, 0)) ::_exit(99);
-    ::execl("/bin/sh", "sh", "-c", "printf headA; printf headB >&2; sleep 0.8; printf 'tailA\\n'; printf 'tailB\\n' >&2",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t pid = hand_over_and_exec(
+      relay, dest[1], 0, "printf headA; printf headB >&2; sleep 0.8; printf 'tailA\\n'; printf 'tailB\\n' >&2",
+      plan_for(0, true));
   ::close(dest[1]);
   ::usleep(300 * 1000);  // both partial lines are held
   g_out_of_memory = true;
