@@ -130,13 +130,20 @@ class RelayStress(PluginClusterTest):
         f.seek(0)
         return f.read()
 
-    def wait_until(self, predicate, what, timeout=60):
+    def wait_until(self, predicate, what, timeout=60, srun=None):
+        """srun: (process, stderr file) of the step waited for, whose state and stderr a
+        failure shows too."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate():
                 return
             time.sleep(0.1)
-        self.fail(f"timed out after {timeout} s waiting for {what}\n{self.cluster.logs()}")
+        said = ""
+        if srun:
+            p, err = srun
+            said = f"srun {'still running' if p.poll() is None else f'exited {p.returncode}'}, its stderr:\n" + \
+                self.read(err)[-3000:].decode(errors="replace") + "\n"
+        self.fail(f"timed out after {timeout} s waiting for {what}\n{said}{self.cluster.logs()}")
 
     def job_ids(self):
         return self.cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split()
@@ -148,10 +155,11 @@ class RelayStress(PluginClusterTest):
     def start_step(self, marker, *args, first_bytes=1):
         """srun -n2 in the background, once both programs run and `first_bytes` arrived."""
         p, out, err = self.start_srun("-n2", *args)
-        self.wait_until(lambda: len(self.programs_of(marker)) == 2, "both programs to start")
+        self.wait_until(lambda: len(self.programs_of(marker)) == 2, "both programs to start", srun=(p, err))
         relays = self.relays_of(marker)
         self.assertEqual(len(relays), self.relays_per_node, relays)
-        self.wait_until(lambda: os.fstat(out.fileno()).st_size >= first_bytes, f"{first_bytes} bytes of output")
+        self.wait_until(lambda: os.fstat(out.fileno()).st_size >= first_bytes, f"{first_bytes} bytes of output",
+                        srun=(p, err))
         return p, out, err, relays
 
     @staticmethod
