@@ -229,6 +229,16 @@ std::vector<pid_t> tasks_sharing(NodeRelay& relay, const int shared[2], int coun
   }
   return pids;
 }
+// Reads `fd` to EOF as a slow srun does (`pause_us` after each 1500 bytes, so the pipe stays
+// full and the thread's writes go short), closes it, and reaps `pid`; returns what came.
+std::string read_slowly_and_reap(int fd, int pause_us, pid_t pid, int& status) {
+  std::string got;
+  char buf[1500];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0; ::usleep(pause_us)) got.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  ::waitpid(pid, &status, 0);
+  return got;
+}
 }  // namespace
 
 // Under `srun -o FILE` Slurm gives a task's stdout and stderr one open file (a FIFO whose
@@ -246,17 +256,8 @@ TEST(NodeRelay, TwoStreamsIntoOneFileNeverSpliceALine) {
                                     "i=0; while [ $i -lt 400 ]; do printf '%0200d\\n' $i; if [ $((i % 50)) -eq 0 ]; "
                                     "then echo err$i >&2; fi; i=$((i+1)); done")[0];
     ::close(shared[1]);
-    std::string got;
-    char buf[1500];
-    for (;;) {
-      const ssize_t n = ::read(shared[0], buf, sizeof buf);  // slowly: the pipe fills, writes go short
-      if (n <= 0) break;
-      got.append(buf, static_cast<std::size_t>(n));
-      ::usleep(200);
-    }
-    ::close(shared[0]);
     int status = 0;
-    ::waitpid(pid, &status, 0);
+    const std::string got = read_slowly_and_reap(shared[0], 200, pid, status);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     std::size_t lines = 0, pos = 0;
     while (pos < got.size()) {
@@ -287,17 +288,8 @@ TEST(NodeRelay, AStreamThatFloodsASharedDestinationLetsTheOtherIn) {
                                   "( yes 0123456789012345678901234567890123456789012345678901234567890123456789012345678901"
                                   "234567890123456789 | head -n 100000 ) & sleep 0.1; echo early >&2; wait")[0];
   ::close(shared[1]);
-  std::string got;
-  char buf[1500];
-  for (;;) {
-    const ssize_t n = ::read(shared[0], buf, sizeof buf);  // slowly: the pipe stays full
-    if (n <= 0) break;
-    got.append(buf, static_cast<std::size_t>(n));
-    ::usleep(100);
-  }
-  ::close(shared[0]);
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  const std::string got = read_slowly_and_reap(shared[0], 100, pid, status);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   const std::size_t at = got.find("[h:7] early\n");
   ASSERT_NE(at, std::string::npos);
