@@ -422,7 +422,10 @@ int user_init(spank_t sp) {
   return rc;
 }
 
-GPUDIAG_TASK_PATH int task_init(spank_t sp) {
+namespace {
+
+// Everything gpudiag decides for the task: 0 lets it start the program.
+GPUDIAG_TASK_PATH int check_and_plan_task(spank_t sp) {
   std::uint32_t job = 0, step = 0, nnodes = 1, nodeid = 0, local_count = 1, total = 1, global_id = 0;
   int local_id = 0;
   if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step)) return 0;
@@ -499,6 +502,16 @@ GPUDIAG_TASK_PATH int task_init(spank_t sp) {
   return 0;
 }
 
+}  // namespace
+
+GPUDIAG_TASK_PATH int task_init(spank_t sp) {
+  if (const int rc = check_and_plan_task(sp); rc != 0) return rc;
+  // A task of this node was refused meanwhile: the step is ending, and this task would
+  // only wait for the refused rank (step_killer.h). The refused task said why.
+  if (!g.killer.mark_started()) return refuse_task("", false);
+  return 0;
+}
+
 // In slurmstepd, for each task once all are forked and before any may run (mgr.c,
 // _fork_all_tasks): the relay thread starts at the first.
 int task_post_fork(spank_t) {
@@ -517,13 +530,22 @@ int task_exit(spank_t sp) {
   }
   // One task: it is the step, and it has already ended.
   if (item(sp, S_JOB_TOTAL_TASK_COUNT, total) && total <= 1) return 0;
-  // The error goes to slurmd's log: the user's terminal already has the refusal.
-  if (auto err = g.killer.end_if_refused(job, step, hostname())) slurm_error("%s", err->c_str());
+  // Only while a task of this node runs the program; else at exit (step_killer.h). The
+  // error goes to slurmd's log: the user's terminal already has the refusal.
+  if (auto err = g.killer.end_if_refused(job, step, hostname(), StepKiller::Moment::kTaskReaped))
+    slurm_error("%s", err->c_str());
   return 0;
 }
 
-// After the step's output is out (node_relay.h): the relay thread ends.
-int exit(spank_t) {
+// After the step's output is out: a refusal ends the step now that it has reached srun
+// (step_killer.h), and the relay thread ends (node_relay.h).
+int exit(spank_t sp) {
+  std::uint32_t job = 0, step = 0, total = 1;
+  if (item(sp, S_JOB_ID, job) && item(sp, S_JOB_STEPID, step) && step_runs_tasks(step) &&
+      item(sp, S_JOB_TOTAL_TASK_COUNT, total) && total > 1) {
+    if (auto err = g.killer.end_if_refused(job, step, hostname(), StepKiller::Moment::kNodeDone))
+      slurm_error("%s", err->c_str());
+  }
   if (!g.node_relay) return 0;
   g.node_relay->stop();
   delete g.node_relay;
