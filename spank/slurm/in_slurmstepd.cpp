@@ -140,17 +140,23 @@ bool preflight_passes(const Config& cfg, EnvTarget& env, const StepPlan& plan, i
   return false;
 }
 
-// gpudiag refuses this task: the step then ends on every node, not only here.
-int refuse_task(const std::string& why, bool say) {
-  g.killer.mark_refused();
+// gpudiag refuses this task: the step then ends on every node, not only here, unless
+// `end_step` is false (srun stopped every task, or another refusal on this node ends it).
+int refuse_task(const std::string& why, bool say, bool end_step = true) {
+  g.killer.unmark_running();  // first: the count never holds a task that has stopped
+  if (end_step) g.killer.mark_refused();
   const std::string hint = g.killer.fallback_hint();
   if (say && !(why + hint).empty()) slurm_error("%s%s", why.empty() ? "gpudiag:" : why.c_str(), hint.c_str());
   return -1;
 }
 
+// What the barrier lets a task do: start the program, or not; kStoppedBySrun: srun said
+// stop to every task of the step, so none starts and nothing needs ending.
+enum class BarrierAnswer { kStart, kRefuse, kStoppedBySrun };
+
 // Under the preflight, no task starts the program until every task of the step passed
-// (srun's verdict). Returns whether this task may start it.
-bool barrier_lets_go(EnvTarget& env, const StepPlan& plan, int rank, int local_rank, bool passed) {
+// (srun's verdict).
+BarrierAnswer barrier_lets_go(EnvTarget& env, const StepPlan& plan, int rank, int local_rank, bool passed) {
   auto value = env.get(kBarrierEnv);
   if (!value) {
     // srun has no barrier: one task, or it could not listen and said so, or there is no
@@ -158,7 +164,7 @@ bool barrier_lets_go(EnvTarget& env, const StepPlan& plan, int rank, int local_r
     if (passed && rank == 0 && step_has_no_srun(env.get("SLURM_STEP_LAUNCHER_PORT")))
       slurm_error("gpudiag: preflight: this step has no srun to hold the cross-node barrier (srun --async): each "
                   "node that passes its own preflight starts the program without waiting for the others");
-    return passed;
+    return passed ? BarrierAnswer::kStart : BarrierAnswer::kRefuse;
   }
   auto endpoint = parse_barrier_env(*value);
   auto srun_addr = env.get("SLURM_LAUNCH_NODE_IPADDR");
@@ -182,7 +188,8 @@ bool barrier_lets_go(EnvTarget& env, const StepPlan& plan, int rank, int local_r
                   "(a node of the step did not report; see the errors above, or launch fewer nodes at once)",
                   plan.host.c_str(), escape_control(out.detail).c_str());
   }
-  return start;
+  if (start) return BarrierAnswer::kStart;
+  return passed && out.kind == BarrierOutcome::kStop ? BarrierAnswer::kStoppedBySrun : BarrierAnswer::kRefuse;
 }
 
 // What --diag=fabric reports of this task: the environment the program will get (after
@@ -491,12 +498,17 @@ GPUDIAG_TASK_PATH int check_and_plan_task(spank_t sp) {
   for (const auto& line : plan.notices) slurm_error("%s", line.c_str());
   apply_env(env, plan.env);
   if (plan.preflight) {
+    // From here the task may wait for other nodes (the fabric test, the barrier): a
+    // refusal on this node then ends the step at once, not when this task gives up.
+    if (!g.killer.mark_running()) return refuse_task("", false, false);
     bool passed = preflight_passes(in.cfg, env, plan, local_id);
     // --diag=fabric: even a node that failed its preflight takes part, or the others wait for it.
     const auto fabric = fabric_part(env, in.cfg, fabric_facts(sp, plan, t, in.rendezvous));
     if (!fabric.say.empty()) slurm_error("%s", fabric.say.c_str());
     passed = passed && fabric.pass;
-    if (!barrier_lets_go(env, plan, t.rank, local_id, passed)) return refuse_task("", local_id == 0 && !passed);
+    const BarrierAnswer answer = barrier_lets_go(env, plan, t.rank, local_id, passed);
+    if (answer != BarrierAnswer::kStart)
+      return refuse_task("", local_id == 0 && !passed, answer == BarrierAnswer::kRefuse);
   }
   start_output_relay(plan, t.rank, local_id);
   return 0;
@@ -508,7 +520,7 @@ GPUDIAG_TASK_PATH int task_init(spank_t sp) {
   if (const int rc = check_and_plan_task(sp); rc != 0) return rc;
   // A task of this node was refused meanwhile: the step is ending, and this task would
   // only wait for the refused rank (step_killer.h). The refused task said why.
-  if (!g.killer.mark_started()) return refuse_task("", false);
+  if (!g.killer.mark_running()) return refuse_task("", false, false);
   return 0;
 }
 
@@ -540,9 +552,10 @@ int task_exit(spank_t sp) {
 // After the step's output is out: a refusal ends the step now that it has reached srun
 // (step_killer.h), and the relay thread ends (node_relay.h).
 int exit(spank_t sp) {
-  std::uint32_t job = 0, step = 0, total = 1;
+  std::uint32_t job = 0, step = 0, nnodes = 2;
+  // A step of one node has ended with this node's tasks: nothing is left to end.
   if (item(sp, S_JOB_ID, job) && item(sp, S_JOB_STEPID, step) && step_runs_tasks(step) &&
-      item(sp, S_JOB_TOTAL_TASK_COUNT, total) && total > 1) {
+      !(item(sp, S_JOB_NNODES, nnodes) && nnodes <= 1)) {
     if (auto err = g.killer.end_if_refused(job, step, hostname(), StepKiller::Moment::kNodeDone))
       slurm_error("%s", err->c_str());
   }

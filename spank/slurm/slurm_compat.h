@@ -79,7 +79,8 @@ inline std::string end_step(std::uint32_t job, std::uint32_t step) {
   static const KillJobStep kill = kill_job_step_symbol();
   if (!kill) return "this Slurm has no slurm_kill_job_step";
   const int rc = call_kill_job_step(kill, job, step);
-  if (rc == 0) return "";
+  // Already over (every node refused, srun gone): what was asked for holds.
+  if (rc == 0 || errno == ESLURM_ALREADY_DONE) return "";
   const char* text = slurm_strerror(errno);
   return text ? text : "error " + std::to_string(errno);
 }

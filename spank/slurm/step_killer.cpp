@@ -4,30 +4,43 @@
 
 namespace gpudiag {
 
+namespace {
+constexpr std::uint32_t kRefused = 1;
+constexpr std::uint32_t kOneRunning = 2;
+}  // namespace
+
 bool StepKiller::prepare(EndStepFn end) {
   end_ = end;
   ended_ = false;
+  counted_ = false;
   if (!shared_) {
-    void* p = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void* p = ::mmap(nullptr, sizeof(std::uint32_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return false;
-    shared_ = static_cast<Shared*>(p);
+    shared_ = static_cast<std::uint32_t*>(p);
   }
-  // A second step in the same stepd does not exist, but stay correct.
-  __atomic_store_n(&shared_->refused, 0u, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&shared_->started, 0u, __ATOMIC_SEQ_CST);
+  __atomic_store_n(shared_, 0u, __ATOMIC_SEQ_CST);  // a second step in one stepd does not exist: stay correct
   return true;
 }
 
 void StepKiller::mark_refused() {
-  if (shared_) __atomic_store_n(&shared_->refused, 1u, __ATOMIC_SEQ_CST);
+  if (shared_) __atomic_fetch_or(shared_, kRefused, __ATOMIC_SEQ_CST);
 }
 
-// Count first, then look: either this task sees the refusal, or the refusing task's
-// stepd (which reads the count after that task set the flag and exited) sees this task.
-bool StepKiller::mark_started() {
-  if (!shared_) return true;
-  __atomic_add_fetch(&shared_->started, 1u, __ATOMIC_SEQ_CST);
-  return __atomic_load_n(&shared_->refused, __ATOMIC_SEQ_CST) == 0;
+bool StepKiller::mark_running() {
+  if (!shared_ || counted_) return true;
+  std::uint32_t word = __atomic_load_n(shared_, __ATOMIC_SEQ_CST);
+  do {
+    if (word & kRefused) return false;
+  } while (!__atomic_compare_exchange_n(shared_, &word, word + kOneRunning, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST));
+  counted_ = true;
+  return true;
+}
+
+void StepKiller::unmark_running() {
+  if (!shared_ || !counted_) return;
+  __atomic_fetch_sub(shared_, kOneRunning, __ATOMIC_SEQ_CST);
+  counted_ = false;
 }
 
 std::string StepKiller::fallback_hint() const {
@@ -36,17 +49,16 @@ std::string StepKiller::fallback_hint() const {
          "ends; srun --kill-on-bad-exit ends it at once)";
 }
 
-bool end_step_now(bool refused, bool a_task_started, StepKiller::Moment when) {
+bool end_step_now(bool refused, bool a_task_runs, StepKiller::Moment when) {
   if (!refused) return false;
-  return when == StepKiller::Moment::kNodeDone || a_task_started;
+  return when == StepKiller::Moment::kNodeDone || a_task_runs;
 }
 
 std::optional<std::string> StepKiller::end_if_refused(std::uint32_t job, std::uint32_t step,
                                                       const std::string& node, Moment when) {
   if (!shared_ || !end_ || ended_) return std::nullopt;
-  const bool refused = __atomic_load_n(&shared_->refused, __ATOMIC_SEQ_CST) != 0;
-  const bool a_task_started = __atomic_load_n(&shared_->started, __ATOMIC_SEQ_CST) != 0;
-  if (!end_step_now(refused, a_task_started, when)) return std::nullopt;
+  const std::uint32_t word = __atomic_load_n(shared_, __ATOMIC_SEQ_CST);
+  if (!end_step_now((word & kRefused) != 0, word >= kOneRunning, when)) return std::nullopt;
   ended_ = true;  // once per node, whatever the answer: a refused RPC is not retried per task
   std::string why = end_(job, step);
   if (why.empty()) return std::nullopt;

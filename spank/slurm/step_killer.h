@@ -9,11 +9,12 @@
 // slurmctld once to cancel its own step (job and step ids from spank_get_item, never
 // anything a task said). When it asks matters: a cancel makes srun stop reading the
 // step's output at once (step_launch.c, force_terminated_job), and the refusal, written
-// to the task's stderr, may still be on its way. So while no task of this node runs the
-// program, the cancel waits for slurm_spank_exit, which slurmstepd calls after it has
-// sent the node's output to srun; a task that passes task_init after a refusal on its
-// node is refused too. Only when a task of this node already runs the program (and waits
-// for the refused rank) is the step ended as the refused task is reaped.
+// to the task's stderr, may still be on its way. So the cancel waits for slurm_spank_exit,
+// which slurmstepd calls after it has sent the node's output to srun, unless a task of
+// the node is "running": it runs the program, or waits for other nodes (the preflight's
+// fabric test and barrier), and would hold the step until it gives up. Then the step is
+// ended as the refused task is reaped. A task that would run after a refusal on its node
+// is refused too, uncounted: the step is ending.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,9 +36,12 @@ class StepKiller {
   bool prepare(EndStepFn end);
   // In the task, when gpudiag refuses it (before task_init returns -1).
   void mark_refused();
-  // In the task, as gpudiag lets it start the program (task_init returns 0). False: a task
-  // of this node was already refused, so the step is ending; refuse this one too.
-  bool mark_started();
+  // In the task, before it starts the program or waits for other nodes: counts it as
+  // running (once; again is a no-op). False: a task of this node was refused already, so
+  // the step is ending; refuse this one too. It is then not counted.
+  bool mark_running();
+  // In the task: one that mark_running counted is refused after all.
+  void unmark_running();
   // What the refusing task adds to its message when the step cannot be ended from here
   // ("" when it can).
   std::string fallback_hint() const;
@@ -47,17 +51,16 @@ class StepKiller {
                                             Moment when);
 
  private:
-  struct Shared {
-    std::uint32_t refused;  // 0: no task of this node refused; 1: one was
-    std::uint32_t started;  // how many tasks of this node gpudiag let start the program
-  };
-  Shared* shared_ = nullptr;
+  // One word, so that a task reads the refusal and counts itself in one step: bit 0, a
+  // task of this node was refused; the bits above, how many tasks run (mark_running).
+  std::uint32_t* shared_ = nullptr;
   EndStepFn end_ = nullptr;
-  bool ended_ = false;
+  bool ended_ = false;    // slurmstepd: asked slurmctld already
+  bool counted_ = false;  // a task: mark_running counted this task
 };
 
 // Whether slurmstepd ends the step at `when` (the rule of the header comment).
-bool end_step_now(bool refused, bool a_task_started, StepKiller::Moment when);
+bool end_step_now(bool refused, bool a_task_runs, StepKiller::Moment when);
 
 std::string end_step_failed_message(std::uint32_t job, std::uint32_t step, const std::string& node,
                                     const std::string& why);

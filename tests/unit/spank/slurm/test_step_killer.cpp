@@ -37,7 +37,7 @@ int run_task(StepKiller& k, bool refuse) {
       k.mark_refused();
       ::_exit(1);
     }
-    ::_exit(k.mark_started() ? 0 : 2);
+    ::_exit(k.mark_running() ? 0 : 2);
   }
   int status = 0;
   if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
@@ -86,10 +86,12 @@ TEST_F(StepKillerTest, ATaskThatPassesAfterARefusalOnItsNodeIsRefusedToo) {
   StepKiller k;
   ASSERT_TRUE(k.prepare(&record_end));
   ASSERT_EQ(run_task(k, true), 1);
-  EXPECT_EQ(run_task(k, false), 2);  // the step is ending: it does not start the program
-  // It counted itself before it looked, so the stepd may end the step at once; either
-  // moment ends it exactly once.
   EXPECT_EQ(k.end_if_refused(12, 3, "n2", kReaped), std::nullopt);
+  EXPECT_EQ(run_task(k, false), 2);  // the step is ending: it does not start the program
+  // Nor does it count as running (adversary 13): the cancel still waits for the node's
+  // output.
+  EXPECT_EQ(k.end_if_refused(12, 3, "n2", kReaped), std::nullopt);
+  EXPECT_TRUE(g_ended.empty());
   EXPECT_EQ(k.end_if_refused(12, 3, "n2", kDone), std::nullopt);
   EXPECT_EQ(g_ended.size(), 1u);
 }
@@ -143,7 +145,126 @@ TEST_F(StepKillerTest, WithoutAWayToEndTheStepTheRefusalSaysSo) {
 TEST_F(StepKillerTest, UnpreparedKillerDoesNothing) {
   StepKiller k;  // user_init did not run (no step with tasks)
   k.mark_refused();
-  EXPECT_TRUE(k.mark_started());
+  EXPECT_TRUE(k.mark_running());
   EXPECT_EQ(k.end_if_refused(12, 3, "n2", kDone), std::nullopt);
   EXPECT_TRUE(g_ended.empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// Adversary review 13 (of b7fb983): the count and the flag as slurmstepd's tasks meet them.
+
+namespace {
+
+// A forked task that waits until the parent closes `go` before it acts, so that siblings
+// race. kRefuse: refused in its plan; kPass: exit 0 if it may start the program, 2 if it
+// learnt of a refusal; kWaitThenGiveUp: counted as running, waits `hold_ms` for other
+// nodes (the preflight barrier), then gives up and is refused (2 if it never waited).
+enum Role { kRefuse, kPass, kWaitThenGiveUp };
+pid_t fork_task(StepKiller& k, const int go[2], Role role, int hold_ms = 0) {
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::close(go[1]);
+  char c;
+  while (::read(go[0], &c, 1) < 0) {
+  }
+  switch (role) {
+    case kRefuse:
+      k.mark_refused();
+      ::_exit(1);
+    case kPass:
+      ::_exit(k.mark_running() ? 0 : 2);
+    case kWaitThenGiveUp:
+      if (!k.mark_running()) ::_exit(2);
+      ::usleep(static_cast<useconds_t>(hold_ms) * 1000);
+      k.unmark_running();
+      k.mark_refused();
+      ::_exit(1);
+  }
+  ::_exit(3);
+}
+
+int reap(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+// Attack that failed: count-then-look across fork, one word. Whenever the passing task
+// was let start the program, slurmstepd ends the step as it reaps the refused task.
+TEST_F(StepKillerTest, Adv13_NoInterleavingLetsAProgramRunBesideAnUnendedRefusal) {
+  int ran = 0, refused_too = 0;
+  for (int round = 0; round < 3000; ++round) {
+    g_ended.clear();
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    StepKiller k;
+    ASSERT_TRUE(k.prepare(&record_end));
+    const pid_t passer = fork_task(k, go, kPass);
+    const pid_t refuser = fork_task(k, go, kRefuse);
+    ASSERT_GT(passer, 0);
+    ASSERT_GT(refuser, 0);
+    ::close(go[1]);
+    ::close(go[0]);
+    ASSERT_EQ(reap(refuser), 1);
+    k.end_if_refused(1, 2, "n", kReaped);
+    const bool ended_at_reap = !g_ended.empty();
+    const int p = reap(passer);
+    ASSERT_TRUE(p == 0 || p == 2) << p;
+    if (p == 0) {
+      ++ran;
+      ASSERT_TRUE(ended_at_reap) << "round " << round << ": the program ran and the refusal was not acted on";
+    } else {
+      ++refused_too;
+    }
+    k.end_if_refused(1, 2, "n", kDone);
+    ASSERT_EQ(g_ended.size(), 1u);  // always ended, once
+  }
+  EXPECT_GT(ran + refused_too, 0);
+  RecordProperty("ran", ran);
+  RecordProperty("refused_too", refused_too);
+}
+
+// Was a break: under --diag=preflight a sibling that passed its plan waits at the barrier
+// for srun's verdict, which never comes (the refused task never reported). The cancel
+// waited for slurm_spank_exit, so for that sibling to give up: 60 s in a real step. A
+// task waiting for other nodes counts as running, so the refusal ends the step at once.
+TEST_F(StepKillerTest, Adv13_ARefusalBesideASiblingWaitingAtTheBarrierEndsTheStepAtOnce) {
+  for (int round = 0; round < 20; ++round) {
+    g_ended.clear();
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    StepKiller k;
+    ASSERT_TRUE(k.prepare(&record_end));
+    const pid_t at_barrier = fork_task(k, go, kWaitThenGiveUp, 300);
+    const pid_t refused = fork_task(k, go, kRefuse);
+    ::close(go[1]);
+    ::close(go[0]);
+    ASSERT_EQ(reap(refused), 1);
+    k.end_if_refused(12, 3, "n2", kReaped);
+    const bool ended_at_reap = !g_ended.empty();
+    const int sibling = reap(at_barrier);
+    // Either it waited and the refusal ended the step at once, or it saw the refusal
+    // first and never waited.
+    EXPECT_TRUE(ended_at_reap || sibling == 2) << "round " << round;
+    k.end_if_refused(12, 3, "n2", kDone);
+    EXPECT_EQ(g_ended.size(), 1u);
+  }
+}
+
+// A task that waited for other nodes and was stopped (srun's verdict) no longer counts:
+// the refusal of its node still waits for the node's output.
+TEST_F(StepKillerTest, ATaskThatStoppedWaitingNoLongerCounts) {
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end));
+  EXPECT_TRUE(k.mark_running());
+  EXPECT_TRUE(k.mark_running());  // counted once
+  k.unmark_running();
+  k.unmark_running();  // and taken back once
+  ASSERT_EQ(run_task(k, true), 1);
+  EXPECT_EQ(k.end_if_refused(12, 3, "n2", kReaped), std::nullopt);
+  EXPECT_TRUE(g_ended.empty());
+  EXPECT_EQ(k.end_if_refused(12, 3, "n2", kDone), std::nullopt);
+  EXPECT_EQ(g_ended.size(), 1u);
 }
