@@ -73,7 +73,7 @@ struct Client {
 };
 
 // srun's side. Owns everything it touches (no globals): srun may exit while it runs.
-void serve(int listen_fd, std::string token, std::uint32_t total, Clock::time_point until) {
+void serve(int listen_fd, std::string token, std::string proof, std::uint32_t total, Clock::time_point until) {
   BarrierTally tally;
   tally.total = total;
   std::vector<Client> clients;
@@ -137,7 +137,10 @@ void serve(int listen_fd, std::string token, std::uint32_t total, Clock::time_po
     }
     clients.erase(std::remove_if(clients.begin(), clients.end(), [](const Client& c) { return c.fd < 0; }),
                   clients.end());
-    if (!verdict) verdict = barrier_verdict(tally);
+    if (!verdict) {
+      verdict = barrier_verdict(tally);
+      if (verdict) verdict->proof = proof;
+    }
     if (verdict) {
       const std::string line = format_barrier_verdict(*verdict);
       for (auto& c : clients) {
@@ -158,16 +161,22 @@ void serve(int listen_fd, std::string token, std::uint32_t total, Clock::time_po
 
 }  // namespace
 
-std::string format_barrier_env(const BarrierEndpoint& e) { return std::to_string(e.port) + ":" + e.token; }
+std::string format_barrier_env(const BarrierEndpoint& e) {
+  return std::to_string(e.port) + ":" + e.token + ":" + e.proof;
+}
 
 std::optional<BarrierEndpoint> parse_barrier_env(const std::string& value) {
-  auto colon = value.find(':');
+  const auto colon = value.find(':');
   if (colon == std::string::npos) return std::nullopt;
-  const std::string port = value.substr(0, colon), token = value.substr(colon + 1);
-  if (!all_digits(port) || port.size() > 5 || !is_step_token(token)) return std::nullopt;
+  const auto second = value.find(':', colon + 1);
+  if (second == std::string::npos) return std::nullopt;
+  const std::string port = value.substr(0, colon), token = value.substr(colon + 1, second - colon - 1),
+                    proof = value.substr(second + 1);
+  if (!all_digits(port) || port.size() > 5 || !is_step_token(token) || !is_step_token(proof)) return std::nullopt;
   BarrierEndpoint e;
   e.port = std::stoi(port);
   e.token = token;
+  e.proof = proof;
   if (e.port <= 0 || e.port > 65535) return std::nullopt;
   return e;
 }
@@ -193,11 +202,17 @@ std::optional<BarrierReport> parse_barrier_report(const std::string& line) {
   return r;
 }
 
-std::string format_barrier_verdict(const BarrierVerdict& v) { return v.go ? "go\n" : "stop " + v.failed_node + "\n"; }
+std::string format_barrier_verdict(const BarrierVerdict& v) {
+  return v.go ? "go " + v.proof + "\n" : "stop " + v.proof + " " + v.failed_node + "\n";
+}
 
 std::optional<BarrierVerdict> parse_barrier_verdict(const std::string& line) {
-  if (line == "go") return BarrierVerdict{true, ""};
-  if (line.rfind("stop ", 0) == 0 && good_node(line.substr(5))) return BarrierVerdict{false, line.substr(5)};
+  if (line.size() >= kBarrierLineMax) return std::nullopt;
+  if (const auto g = fields(line, 2); g.size() == 2 && g[0] == "go" && is_step_token(g[1]))
+    return BarrierVerdict{true, "", g[1]};
+  const auto f = fields(line, 3);
+  if (f.size() == 3 && f[0] == "stop" && is_step_token(f[1]) && good_node(f[2]))
+    return BarrierVerdict{false, f[2], f[1]};
   return std::nullopt;
 }
 
@@ -218,12 +233,14 @@ std::optional<BarrierVerdict> barrier_verdict(const BarrierTally& t) {
 BarrierStart start_barrier_server(std::uint32_t total_tasks, double deadline_s) {
   BarrierStart out;
   auto token = new_step_token();
-  if (!token) {
+  auto proof = new_step_token();
+  if (!token || !proof) {
     out.error = std::string("no random token: ") + std::strerror(errno);
     return out;
   }
   BarrierEndpoint e;
   e.token = *token;
+  e.proof = *proof;
   // Every task holds a connection until the verdict.
   rlimit nofile{};
   if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
@@ -236,7 +253,8 @@ BarrierStart start_barrier_server(std::uint32_t total_tasks, double deadline_s) 
   if (fd < 0) return out;
   const auto until =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s));
-  out.error = start_detached_thread([fd, token = e.token, total_tasks, until] { serve(fd, token, total_tasks, until); });
+  out.error = start_detached_thread(
+      [fd, token = e.token, proof = e.proof, total_tasks, until] { serve(fd, token, proof, total_tasks, until); });
   if (!out.error.empty()) {
     ::close(fd);
     return out;
@@ -292,6 +310,10 @@ BarrierOutcome await_barrier(const std::string& srun_addr, const BarrierEndpoint
   auto v = parse_barrier_verdict(buf.substr(0, nl));
   if (!v) {
     out.detail = "an answer that is not a verdict";
+    return out;
+  }
+  if (!same_token(v->proof, e.proof)) {
+    out.detail = "an answer without srun's proof (another process holds srun's port)";
     return out;
   }
   out.kind = v->go ? BarrierOutcome::kGo : BarrierOutcome::kStop;

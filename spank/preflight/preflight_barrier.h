@@ -7,7 +7,10 @@
 // and an `ok` task waits for srun's verdict: `go` once every task of the step said ok,
 // `stop NODE` as soon as one failed. Another user may connect and send anything: the
 // token decides, reads are bounded, every wait has a deadline, and srun's exit never
-// waits for the thread. The parsers and the verdict rule are pure.
+// waits for the thread. Another user may also hold the port once srun's server has closed
+// it, and then reads a late task's report, token and all: so a verdict carries a second
+// secret, the proof, which no task ever sends (adversary review 14). The parsers and the
+// verdict rule are pure.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -24,7 +27,8 @@ inline constexpr double kBarrierWait_s = 60;
 
 struct BarrierEndpoint {
   int port = 0;
-  std::string token;  // 32 lowercase hex digits
+  std::string token;  // 32 lowercase hex digits: the tasks' reports carry it
+  std::string proof;  // 32 lowercase hex digits: srun's verdicts carry it
 };
 std::string format_barrier_env(const BarrierEndpoint& e);
 std::optional<BarrierEndpoint> parse_barrier_env(const std::string& value);
@@ -48,10 +52,11 @@ std::optional<BarrierReport> parse_barrier_report(const std::string& line);
 // it for every srun step; unset is not taken for "no srun").
 bool step_has_no_srun(const std::optional<std::string>& step_launcher_port);
 
-// srun's answer: "go\n" or "stop NODE\n".
+// srun's answer: "go PROOF\n" or "stop PROOF NODE\n".
 struct BarrierVerdict {
   bool go = false;
   std::string failed_node;  // with !go
+  std::string proof;        // the endpoint's proof: from srun, not from whoever holds its port
 };
 std::string format_barrier_verdict(const BarrierVerdict& v);
 std::optional<BarrierVerdict> parse_barrier_verdict(const std::string& line);

@@ -62,6 +62,7 @@ struct Stepd {
   // terminal (issue 21.3).
   std::string remote_error;
   StepKiller killer;                   // a refused task ends the step on every node
+  bool under_preflight = false;        // a task: in the preflight, which only srun's verdict ends
   bool forward_stepd_signals = false;  // the relay passes slurmstepd's signals on (proctrack_kind.h)
   // The node's relay (node_relay.h): its socket opened in user_init, its thread started in
   // the first task_post_fork. Never deleted in a task:
@@ -140,13 +141,26 @@ bool preflight_passes(const Config& cfg, EnvTarget& env, const StepPlan& plan, i
   return false;
 }
 
+// This task's local id, -1 where Slurm does not say.
+int local_task_id(spank_t sp) {
+  int id = -1;
+  return item(sp, S_TASK_ID, id) ? id : -1;
+}
+
 // gpudiag refuses this task: the step then ends on every node, not only here, unless
 // `end_step` is false (srun stopped every task, or another refusal on this node ends it).
-int refuse_task(const std::string& why, bool say, bool end_step = true) {
+// Never throws: the marks come first, and a message that cannot be made is left out,
+// since a task whose refusal escaped as an exception would start the program.
+int refuse_task(const std::string& why, bool say, bool end_step = true) noexcept {
   g.killer.unmark_running();  // first: the count never holds a task that has stopped
   if (end_step) g.killer.mark_refused();
-  const std::string hint = g.killer.fallback_hint();
-  if (say && !(why + hint).empty()) slurm_error("%s%s", why.empty() ? "gpudiag:" : why.c_str(), hint.c_str());
+  if (!say) return -1;
+  try {
+    const std::string hint = g.killer.fallback_hint();
+    if (!(why + hint).empty()) slurm_error("%s%s", why.empty() ? "gpudiag:" : why.c_str(), hint.c_str());
+  } catch (...) {
+    if (!why.empty()) slurm_error("%s", why.c_str());
+  }
   return -1;
 }
 
@@ -498,10 +512,12 @@ GPUDIAG_TASK_PATH int check_and_plan_task(spank_t sp) {
   for (const auto& line : plan.notices) slurm_error("%s", line.c_str());
   apply_env(env, plan.env);
   if (plan.preflight) {
-    // From here the task may wait for other nodes (the fabric test, the barrier): a
-    // refusal on this node then ends the step at once, not when this task gives up.
-    if (!g.killer.mark_running()) return refuse_task("", false, false);
+    g.under_preflight = true;
     bool passed = preflight_passes(in.cfg, env, plan, local_id);
+    // From here a task may wait for other nodes (the fabric test, the barrier): a refusal
+    // on this node then ends the step at once, not when this task gives up.
+    if (waits_for_other_nodes(passed, env.get(fabric::kFabricEnv).has_value()) && !g.killer.mark_running(local_id))
+      return refuse_task("", false, false);
     // --diag=fabric: even a node that failed its preflight takes part, or the others wait for it.
     const auto fabric = fabric_part(env, in.cfg, fabric_facts(sp, plan, t, in.rendezvous));
     if (!fabric.say.empty()) slurm_error("%s", fabric.say.c_str());
@@ -517,10 +533,23 @@ GPUDIAG_TASK_PATH int check_and_plan_task(spank_t sp) {
 }  // namespace
 
 GPUDIAG_TASK_PATH int task_init(spank_t sp) {
-  if (const int rc = check_and_plan_task(sp); rc != 0) return rc;
+  int rc = 0;
+  try {
+    rc = check_and_plan_task(sp);
+  } catch (...) {
+    // Under the preflight a task starts only on srun's verdict: an error there refuses it.
+    // Elsewhere gpudiag's error never fails a job (guarded() says it and lets it run).
+    if (g.under_preflight) {
+      slurm_error("gpudiag: preflight: an internal error before srun's verdict: not starting the program");
+      return refuse_task("", false);
+    }
+    if (!g.killer.mark_running(local_task_id(sp))) return refuse_task("", false, false);
+    throw;
+  }
+  if (rc != 0) return rc;
   // A task of this node was refused meanwhile: the step is ending, and this task would
   // only wait for the refused rank (step_killer.h). The refused task said why.
-  if (!g.killer.mark_running()) return refuse_task("", false, false);
+  if (!g.killer.mark_running(local_task_id(sp))) return refuse_task("", false, false);
   return 0;
 }
 
@@ -536,10 +565,9 @@ int task_post_fork(spank_t) {
 int task_exit(spank_t sp) {
   std::uint32_t job = 0, step = 0, total = 1;
   if (!item(sp, S_JOB_ID, job) || !item(sp, S_JOB_STEPID, step) || !step_runs_tasks(step)) return 0;
-  if (g.node_relay) {
-    int local_id = -1;
-    if (item(sp, S_TASK_ID, local_id)) g.node_relay->task_exited(local_id);
-  }
+  const int local_id = local_task_id(sp);
+  if (g.node_relay && local_id >= 0) g.node_relay->task_exited(local_id);
+  g.killer.task_reaped(local_id);
   // One task: it is the step, and it has already ended.
   if (item(sp, S_JOB_TOTAL_TASK_COUNT, total) && total <= 1) return 0;
   // Only while a task of this node runs the program; else at exit (step_killer.h). The

@@ -12,36 +12,51 @@ constexpr std::uint32_t kOneRunning = 2;
 bool StepKiller::prepare(EndStepFn end) {
   end_ = end;
   ended_ = false;
-  counted_ = false;
+  counted_ = -1;
   if (!shared_) {
-    void* p = ::mmap(nullptr, sizeof(std::uint32_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void* p = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return false;
-    shared_ = static_cast<std::uint32_t*>(p);
+    shared_ = static_cast<Shared*>(p);
   }
-  __atomic_store_n(shared_, 0u, __ATOMIC_SEQ_CST);  // a second step in one stepd does not exist: stay correct
+  // A second step in one stepd does not exist, but stay correct (the page is fresh zeros).
+  __atomic_store_n(&shared_->word, 0u, __ATOMIC_SEQ_CST);
+  for (auto& c : shared_->counted) __atomic_store_n(&c, std::uint8_t{0}, __ATOMIC_RELAXED);
   return true;
 }
 
 void StepKiller::mark_refused() {
-  if (shared_) __atomic_fetch_or(shared_, kRefused, __ATOMIC_SEQ_CST);
+  if (shared_) __atomic_fetch_or(&shared_->word, kRefused, __ATOMIC_SEQ_CST);
 }
 
-bool StepKiller::mark_running() {
-  if (!shared_ || counted_) return true;
-  std::uint32_t word = __atomic_load_n(shared_, __ATOMIC_SEQ_CST);
+bool StepKiller::mark_running(int local_id) {
+  if (!shared_ || counted_ >= 0) return true;
+  std::uint32_t word = __atomic_load_n(&shared_->word, __ATOMIC_SEQ_CST);
   do {
     if (word & kRefused) return false;
-  } while (!__atomic_compare_exchange_n(shared_, &word, word + kOneRunning, false, __ATOMIC_SEQ_CST,
+  } while (!__atomic_compare_exchange_n(&shared_->word, &word, word + kOneRunning, false, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST));
-  counted_ = true;
+  counted_ = local_id < 0 ? static_cast<int>(sizeof shared_->counted) : local_id;
+  if (static_cast<std::size_t>(counted_) < sizeof shared_->counted)
+    __atomic_store_n(&shared_->counted[counted_], std::uint8_t{1}, __ATOMIC_SEQ_CST);
   return true;
 }
 
 void StepKiller::unmark_running() {
-  if (!shared_ || !counted_) return;
-  __atomic_fetch_sub(shared_, kOneRunning, __ATOMIC_SEQ_CST);
-  counted_ = false;
+  if (!shared_ || counted_ < 0) return;
+  if (static_cast<std::size_t>(counted_) < sizeof shared_->counted)
+    __atomic_store_n(&shared_->counted[counted_], std::uint8_t{0}, __ATOMIC_SEQ_CST);
+  __atomic_fetch_sub(&shared_->word, kOneRunning, __ATOMIC_SEQ_CST);
+  counted_ = -1;
 }
+
+// The task has exited, so it changes its slot no more: only this process touches it now.
+void StepKiller::task_reaped(int local_id) {
+  if (!shared_ || local_id < 0 || static_cast<std::size_t>(local_id) >= sizeof shared_->counted) return;
+  if (__atomic_exchange_n(&shared_->counted[local_id], std::uint8_t{0}, __ATOMIC_SEQ_CST))
+    __atomic_fetch_sub(&shared_->word, kOneRunning, __ATOMIC_SEQ_CST);
+}
+
+bool waits_for_other_nodes(bool passed_own_checks, bool fabric_test) { return passed_own_checks || fabric_test; }
 
 std::string StepKiller::fallback_hint() const {
   if (end_ && shared_) return "";
@@ -57,7 +72,7 @@ bool end_step_now(bool refused, bool a_task_runs, StepKiller::Moment when) {
 std::optional<std::string> StepKiller::end_if_refused(std::uint32_t job, std::uint32_t step,
                                                       const std::string& node, Moment when) {
   if (!shared_ || !end_ || ended_) return std::nullopt;
-  const std::uint32_t word = __atomic_load_n(shared_, __ATOMIC_SEQ_CST);
+  const std::uint32_t word = __atomic_load_n(&shared_->word, __ATOMIC_SEQ_CST);
   if (!end_step_now((word & kRefused) != 0, word >= kOneRunning, when)) return std::nullopt;
   ended_ = true;  // once per node, whatever the answer: a refused RPC is not retried per task
   std::string why = end_(job, step);

@@ -14,7 +14,8 @@
 // the node is "running": it runs the program, or waits for other nodes (the preflight's
 // fabric test and barrier), and would hold the step until it gives up. Then the step is
 // ended as the refused task is reaped. A task that would run after a refusal on its node
-// is refused too, uncounted: the step is ending.
+// is refused too, uncounted: the step is ending. A task stops counting when it is refused
+// after all, and when slurmstepd reaps it (its program ended).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,12 +37,14 @@ class StepKiller {
   bool prepare(EndStepFn end);
   // In the task, when gpudiag refuses it (before task_init returns -1).
   void mark_refused();
-  // In the task, before it starts the program or waits for other nodes: counts it as
-  // running (once; again is a no-op). False: a task of this node was refused already, so
-  // the step is ending; refuse this one too. It is then not counted.
-  bool mark_running();
+  // In the task `local_id`, before it starts the program or waits for other nodes: counts
+  // it as running (once; again is a no-op). False: a task of this node was refused
+  // already, so the step is ending; refuse this one too. It is then not counted.
+  bool mark_running(int local_id);
   // In the task: one that mark_running counted is refused after all.
   void unmark_running();
+  // In slurmstepd, as task `local_id` is reaped (before end_if_refused): it runs no more.
+  void task_reaped(int local_id);
   // What the refusing task adds to its message when the step cannot be ended from here
   // ("" when it can).
   std::string fallback_hint() const;
@@ -51,13 +54,24 @@ class StepKiller {
                                             Moment when);
 
  private:
-  // One word, so that a task reads the refusal and counts itself in one step: bit 0, a
-  // task of this node was refused; the bits above, how many tasks run (mark_running).
-  std::uint32_t* shared_ = nullptr;
+  // One page. `word` holds both, so that a task reads the refusal and counts itself in
+  // one step: bit 0, a task of this node was refused; the bits above, how many tasks run.
+  // `counted[id]`: task id is in that count, so that its reap takes it out. A task past
+  // the slots is counted until the step ends, as if its program ran on.
+  struct Shared {
+    std::uint32_t word;
+    std::uint8_t counted[4096 - sizeof(std::uint32_t)];
+  };
+  Shared* shared_ = nullptr;
   EndStepFn end_ = nullptr;
-  bool ended_ = false;    // slurmstepd: asked slurmctld already
-  bool counted_ = false;  // a task: mark_running counted this task
+  bool ended_ = false;  // slurmstepd: asked slurmctld already
+  int counted_ = -1;    // a task: its local id once mark_running counted it
 };
+
+// Under the preflight, whether a task counts as running from before its fabric test on:
+// only when it will wait for other nodes, so a node that fails its own checks (every task
+// fails them, none waits) is not cancelled before its line is out (adversary review 14).
+bool waits_for_other_nodes(bool passed_own_checks, bool fabric_test);
 
 // Whether slurmstepd ends the step at `when` (the rule of the header comment).
 bool end_step_now(bool refused, bool a_task_runs, StepKiller::Moment when);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <thread>
@@ -19,6 +20,7 @@ using namespace gpudiag;
 namespace {
 
 const std::string kToken = "0123456789abcdef0123456789abcdef";
+const std::string kProof = "fedcba9876543210fedcba9876543210";
 
 BarrierReport report(std::uint32_t rank, bool passed, const std::string& node, const std::string& token = kToken) {
   return BarrierReport{token, rank, passed, node};
@@ -61,17 +63,25 @@ TEST(PreflightBarrier, LinesRoundTripAndAnythingElseIsRejected) {
   EXPECT_FALSE(parse_barrier_report("gpudiag-barrier " + kToken + " 1 fail n1 extra"));
   EXPECT_FALSE(parse_barrier_report(""));
   EXPECT_FALSE(parse_barrier_report(std::string(600, 'a')));
-  EXPECT_EQ(parse_barrier_verdict("go")->go, true);
-  EXPECT_EQ(parse_barrier_verdict("stop n2")->failed_node, "n2");
-  EXPECT_FALSE(parse_barrier_verdict("stop "));
-  EXPECT_FALSE(parse_barrier_verdict("GO"));
-  auto e = parse_barrier_env("40123:" + kToken);
+  EXPECT_EQ(parse_barrier_verdict("go " + kProof)->go, true);
+  EXPECT_EQ(parse_barrier_verdict("go " + kProof)->proof, kProof);
+  EXPECT_EQ(parse_barrier_verdict("stop " + kProof + " n2")->failed_node, "n2");
+  EXPECT_EQ(format_barrier_verdict(*parse_barrier_verdict("stop " + kProof + " n2")), "stop " + kProof + " n2\n");
+  EXPECT_FALSE(parse_barrier_verdict("go"));  // a verdict without srun's proof
+  EXPECT_FALSE(parse_barrier_verdict("stop n2"));
+  EXPECT_FALSE(parse_barrier_verdict("stop " + kProof + " "));
+  EXPECT_FALSE(parse_barrier_verdict("go " + kProof.substr(1)));
+  EXPECT_FALSE(parse_barrier_verdict("GO " + kProof));
+  auto e = parse_barrier_env("40123:" + kToken + ":" + kProof);
   ASSERT_TRUE(e);
-  EXPECT_EQ(format_barrier_env(*e), "40123:" + kToken);
-  EXPECT_FALSE(parse_barrier_env("0:" + kToken));
-  EXPECT_FALSE(parse_barrier_env("040123:" + kToken));
-  EXPECT_FALSE(parse_barrier_env("70000:" + kToken));
-  EXPECT_FALSE(parse_barrier_env("40123:" + kToken.substr(1)));
+  EXPECT_EQ(e->proof, kProof);
+  EXPECT_EQ(format_barrier_env(*e), "40123:" + kToken + ":" + kProof);
+  EXPECT_FALSE(parse_barrier_env("40123:" + kToken));  // no proof
+  EXPECT_FALSE(parse_barrier_env("0:" + kToken + ":" + kProof));
+  EXPECT_FALSE(parse_barrier_env("040123:" + kToken + ":" + kProof));
+  EXPECT_FALSE(parse_barrier_env("70000:" + kToken + ":" + kProof));
+  EXPECT_FALSE(parse_barrier_env("40123:" + kToken.substr(1) + ":" + kProof));
+  EXPECT_FALSE(parse_barrier_env("40123:" + kToken + ":" + kProof + ":"));
   EXPECT_FALSE(parse_barrier_env("40123"));
 }
 
@@ -222,4 +232,49 @@ TEST(PreflightBarrier, OnlyALauncherPortOfZeroMeansNoSrun) {
   EXPECT_FALSE(gpudiag::step_has_no_srun(std::string("43725")));
   EXPECT_FALSE(gpudiag::step_has_no_srun(std::nullopt));
   EXPECT_FALSE(gpudiag::step_has_no_srun(std::string("")));
+}
+
+// Was a break (medium; adversary review 14 of 7fa3500): the task believed any `go` or
+// `stop` on srun's port, since the verdict carried no proof that its sender was srun.
+// srun's server closes its port 70 s after srun's local_user_init, and a node may reach
+// task_init later (a slow prolog, an image import in another plugin's user_init,
+// the fabric test). Another user on srun's host who watched the port in /proc/net/tcp6
+// binds it once it is free and answers: `go` starts the program with no preflight
+// verdict, and since 7fa3500 a `stop` to one node sets no refusal there, so that node
+// neither starts nor ends the step while the nodes told `go` wait for its ranks.
+TEST(PreflightBarrier, Adv14_AVerdictFromAListenerWithoutSrunsProofIsNotBelieved) {
+  auto s = start_barrier_server(2, 0.2);
+  ASSERT_TRUE(s.endpoint) << s.error;
+  ::usleep(400 * 1000);  // srun's server has closed its port
+  // The other user takes the port, as tcp_listen would (dual-stack [::]).
+  int l = ::socket(AF_INET6, SOCK_STREAM, 0);
+  ASSERT_GE(l, 0);
+  int one = 1;
+  ::setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  a.sin6_port = htons(static_cast<std::uint16_t>(s.endpoint->port));
+  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << "port still held";
+  ASSERT_EQ(::listen(l, 8), 0);
+  std::thread forger([l] {
+    // It answers with the one secret it learns, the token of the task's report.
+    for (const char* verb : {"go", "stop"}) {
+      int c = ::accept(l, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[512] = {};
+      (void)::recv(c, buf, sizeof buf - 1, 0);  // the task's report, token and all
+      const auto r = parse_barrier_report(std::string(buf, std::strcspn(buf, "\n")));
+      const std::string token = r ? r->token : "";
+      const std::string answer = std::string(verb) + " " + token + (verb[0] == 's' ? " evil\n" : "\n");
+      (void)::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  });
+  auto first = task(*s.endpoint, 0, true, "n1", 5).get();
+  auto second = task(*s.endpoint, 1, true, "n2", 5).get();
+  forger.join();
+  ::close(l);
+  EXPECT_NE(first.kind, BarrierOutcome::kGo) << "a forged go would start the program without the preflight verdict";
+  EXPECT_NE(second.kind, BarrierOutcome::kStop) << "a forged stop: no refusal, no cancel (7fa3500)";
 }

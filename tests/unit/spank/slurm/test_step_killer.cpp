@@ -29,7 +29,7 @@ constexpr auto kDone = StepKiller::Moment::kNodeDone;
 
 // A forked task, as slurmstepd makes one; it refuses or passes (task_init), then exits.
 // Returns its exit code: 2 when it passed but learnt that another task was refused.
-int run_task(StepKiller& k, bool refuse) {
+int run_task(StepKiller& k, bool refuse, int local_id = 0) {
   pid_t pid = ::fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -37,7 +37,7 @@ int run_task(StepKiller& k, bool refuse) {
       k.mark_refused();
       ::_exit(1);
     }
-    ::_exit(k.mark_running() ? 0 : 2);
+    ::_exit(k.mark_running(local_id) ? 0 : 2);
   }
   int status = 0;
   if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
@@ -145,7 +145,7 @@ TEST_F(StepKillerTest, WithoutAWayToEndTheStepTheRefusalSaysSo) {
 TEST_F(StepKillerTest, UnpreparedKillerDoesNothing) {
   StepKiller k;  // user_init did not run (no step with tasks)
   k.mark_refused();
-  EXPECT_TRUE(k.mark_running());
+  EXPECT_TRUE(k.mark_running(0));
   EXPECT_EQ(k.end_if_refused(12, 3, "n2", kDone), std::nullopt);
   EXPECT_TRUE(g_ended.empty());
 }
@@ -160,7 +160,7 @@ namespace {
 // learnt of a refusal; kWaitThenGiveUp: counted as running, waits `hold_ms` for other
 // nodes (the preflight barrier), then gives up and is refused (2 if it never waited).
 enum Role { kRefuse, kPass, kWaitThenGiveUp };
-pid_t fork_task(StepKiller& k, const int go[2], Role role, int hold_ms = 0) {
+pid_t fork_task(StepKiller& k, const int go[2], Role role, int local_id, int hold_ms = 0) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   ::close(go[1]);
@@ -172,9 +172,9 @@ pid_t fork_task(StepKiller& k, const int go[2], Role role, int hold_ms = 0) {
       k.mark_refused();
       ::_exit(1);
     case kPass:
-      ::_exit(k.mark_running() ? 0 : 2);
+      ::_exit(k.mark_running(local_id) ? 0 : 2);
     case kWaitThenGiveUp:
-      if (!k.mark_running()) ::_exit(2);
+      if (!k.mark_running(local_id)) ::_exit(2);
       ::usleep(static_cast<useconds_t>(hold_ms) * 1000);
       k.unmark_running();
       k.mark_refused();
@@ -201,8 +201,8 @@ TEST_F(StepKillerTest, Adv13_NoInterleavingLetsAProgramRunBesideAnUnendedRefusal
     ASSERT_EQ(::pipe(go), 0);
     StepKiller k;
     ASSERT_TRUE(k.prepare(&record_end));
-    const pid_t passer = fork_task(k, go, kPass);
-    const pid_t refuser = fork_task(k, go, kRefuse);
+    const pid_t passer = fork_task(k, go, kPass, 1);
+    const pid_t refuser = fork_task(k, go, kRefuse, 0);
     ASSERT_GT(passer, 0);
     ASSERT_GT(refuser, 0);
     ::close(go[1]);
@@ -237,8 +237,8 @@ TEST_F(StepKillerTest, Adv13_ARefusalBesideASiblingWaitingAtTheBarrierEndsTheSte
     ASSERT_EQ(::pipe(go), 0);
     StepKiller k;
     ASSERT_TRUE(k.prepare(&record_end));
-    const pid_t at_barrier = fork_task(k, go, kWaitThenGiveUp, 300);
-    const pid_t refused = fork_task(k, go, kRefuse);
+    const pid_t at_barrier = fork_task(k, go, kWaitThenGiveUp, 1, 300);
+    const pid_t refused = fork_task(k, go, kRefuse, 0);
     ::close(go[1]);
     ::close(go[0]);
     ASSERT_EQ(reap(refused), 1);
@@ -258,8 +258,8 @@ TEST_F(StepKillerTest, Adv13_ARefusalBesideASiblingWaitingAtTheBarrierEndsTheSte
 TEST_F(StepKillerTest, ATaskThatStoppedWaitingNoLongerCounts) {
   StepKiller k;
   ASSERT_TRUE(k.prepare(&record_end));
-  EXPECT_TRUE(k.mark_running());
-  EXPECT_TRUE(k.mark_running());  // counted once
+  EXPECT_TRUE(k.mark_running(0));
+  EXPECT_TRUE(k.mark_running(0));  // counted once
   k.unmark_running();
   k.unmark_running();  // and taken back once
   ASSERT_EQ(run_task(k, true), 1);
@@ -267,4 +267,88 @@ TEST_F(StepKillerTest, ATaskThatStoppedWaitingNoLongerCounts) {
   EXPECT_TRUE(g_ended.empty());
   EXPECT_EQ(k.end_if_refused(12, 3, "n2", kDone), std::nullopt);
   EXPECT_EQ(g_ended.size(), 1u);
+}
+
+// ---------------------------------------------------------------------------------------
+// Adversary review 14 (of 7fa3500).
+
+// Attack that failed: refuse_task takes the task out of the count and sets the refusal in
+// two steps (unmark_running, then mark_refused). A sibling that counts itself in between
+// sees no refusal and goes on; but it is then counted when the refused task is reaped, so
+// the step still ends at once. 500 raced rounds.
+TEST_F(StepKillerTest, Adv14_AttackFailed_TheGapBetweenUnmarkAndRefusalLetsNoProgramRunUnended) {
+  for (int round = 0; round < 500; ++round) {
+    g_ended.clear();
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    StepKiller k;
+    ASSERT_TRUE(k.prepare(&record_end));
+    // The refused task: counted (it waited at the barrier), then gives up as refuse_task does.
+    const pid_t refused = ::fork();
+    if (refused == 0) {
+      if (!k.mark_running(0)) ::_exit(3);
+      ::close(go[1]);
+      char c;
+      while (::read(go[0], &c, 1) < 0) {
+      }
+      k.unmark_running();
+      k.mark_refused();
+      ::_exit(1);
+    }
+    const pid_t passer = fork_task(k, go, kPass, 1);
+    ::close(go[1]);
+    ::close(go[0]);
+    ASSERT_EQ(reap(refused), 1);
+    k.task_reaped(0);
+    k.end_if_refused(1, 2, "n", kReaped);
+    const bool ended_at_reap = !g_ended.empty();
+    const int p = reap(passer);
+    ASSERT_TRUE(p == 0 || p == 2) << p;
+    if (p == 0) {
+      ASSERT_TRUE(ended_at_reap) << "round " << round;
+    }
+    k.end_if_refused(1, 2, "n", kDone);
+    ASSERT_EQ(g_ended.size(), 1u);
+  }
+}
+
+// Was a break (low): the count was never taken back when a counted task was reaped, so a
+// sibling whose short program had already ended still "ran": the refusal was cancelled
+// as it was reaped, before the node's output was out.
+TEST_F(StepKillerTest, Adv14_ASiblingWhoseProgramEndedAlreadyDoesNotCountAsRunning) {
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end));
+  ASSERT_EQ(run_task(k, false, 1), 0);  // counted, ran its program, exited
+  k.task_reaped(1);                     // and slurmstepd reaped it
+  ASSERT_EQ(run_task(k, true, 0), 1);   // then the refused task
+  k.task_reaped(0);
+  EXPECT_EQ(k.end_if_refused(12, 3, "n2", kReaped), std::nullopt);
+  EXPECT_TRUE(g_ended.empty()) << "cancelled at the refused task's reap, though no task of the node runs";
+  k.end_if_refused(12, 3, "n2", kDone);
+  EXPECT_EQ(g_ended.size(), 1u);
+}
+
+// A task past the page's slots is counted until the step ends, as if its program ran on:
+// a refusal beside it ends the step at once, never later.
+TEST_F(StepKillerTest, ATaskPastTheSlotsCountsUntilTheStepEnds) {
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end));
+  ASSERT_EQ(run_task(k, false, 100000), 0);
+  k.task_reaped(100000);
+  ASSERT_EQ(run_task(k, true, 0), 1);
+  k.task_reaped(0);
+  EXPECT_EQ(k.end_if_refused(12, 3, "n2", kReaped), std::nullopt);
+  EXPECT_EQ(g_ended.size(), 1u);
+}
+
+// Was a break (medium): under --diag=preflight every task counted itself before its own
+// checks, so a node that fails them (every task does; none waits for the verdict) was
+// cancelled as its task 0 was reaped while a sibling still checked: the line b7fb983 was
+// made to keep could be lost again. A task counts from its checks on only when it will
+// wait for other nodes: it passed them, or the fabric test (every task takes part) comes.
+TEST(WaitsForOtherNodes, OnlyATaskThatPassedOrTakesPartInTheFabricTestWaits) {
+  EXPECT_FALSE(waits_for_other_nodes(false, false));
+  EXPECT_TRUE(waits_for_other_nodes(true, false));
+  EXPECT_TRUE(waits_for_other_nodes(false, true));
+  EXPECT_TRUE(waits_for_other_nodes(true, true));
 }
