@@ -155,12 +155,13 @@ class MultiNodePlugin(unittest.TestCase):
         self.assertNotIn(outer_port, (a[0]["MASTER_PORT"], b[0]["MASTER_PORT"]))
 
     # 5 ---------------------------------------------------------------------------------
-    def preflight_step(self):
+    def preflight_step(self, *srun_args):
         """A 3-node --diag=preflight step whose program leaves a mark named for its node."""
         marks = tempfile.mkdtemp(prefix="ran-", dir=self.tmp)
         os.chmod(marks, 0o777)
         prog = f"import socket, time; open('{marks}/' + socket.gethostname(), 'w').close(); time.sleep(5)"
-        r = self.run_clean("srun", "-N3", "--ntasks-per-node=1", "--diag=preflight", PYTHON, "-c", prog)
+        args = srun_args or ("--ntasks-per-node=1",)
+        r = self.run_clean("srun", "-N3", *args, "--diag=preflight", PYTHON, "-c", prog)
         return r, marks
 
     def test_5_preflight_names_the_sick_node_alone(self):
@@ -180,6 +181,28 @@ class MultiNodePlugin(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(marks)), [], "the program ran on these nodes")
         self.assertNotIn("gpudiag: preflight on n1", r.stderr)
         self.assertNotIn("gpudiag: preflight on n3", r.stderr)
+
+    def test_5_two_tasks_per_node_name_the_sick_node_and_start_nothing(self):
+        # Each node's tasks check it, and the sick node's refusal ends the step only once
+        # its own line is out (step_killer.h): the line reaches srun, and no task waits for
+        # the barrier's 60 s.
+        t0 = time.monotonic()
+        r, marks = self.preflight_step("--ntasks-per-node=2")
+        took = time.monotonic() - t0
+        time.sleep(1)
+        self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("gpudiag: preflight on n2: mlx5_1 port 1 is DOWN", r.stderr)
+        self.assertEqual(sorted(os.listdir(marks)), [], "the program ran on these nodes")
+        self.assertLess(took, 20, r.stderr)
+
+    def test_5_no_program_starts_with_export_none(self):
+        # --export=NONE carries only SLURM_* from srun's environment into the step: the
+        # barrier must reach the tasks all the same, or the healthy nodes would start.
+        r, marks = self.preflight_step("--ntasks-per-node=1", "--export=NONE")
+        time.sleep(1)
+        self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("gpudiag: preflight on n2: mlx5_1 port 1 is DOWN", r.stderr)
+        self.assertEqual(sorted(os.listdir(marks)), [], "the program ran on these nodes: " + r.stderr)
 
     def test_5_preflight_passes_on_healthy_nodes(self):
         r = self.run_clean("srun", "-w", "n1,n3", "--ntasks-per-node=1", "--diag=preflight", PYTHON, "-c", "print('ok')")
