@@ -1,6 +1,6 @@
 #pragma once
 // srun's part in --diag=fabric (issue 32): the coordinator. It listens on an ephemeral
-// port (GPUDIAG_FABRIC=port:token reaches the step's tasks through their environment),
+// port (SLURM_GPUDIAG_FABRIC=port:token reaches the step's tasks through their environment),
 // collects every task's hello, orders the tests round by round (the reach check, the
 // ring's rounds in both directions, then re-tests), judges, writes fabric.json into the
 // diag dir, prints the verdict on srun's stderr and tells every task the step's fate.

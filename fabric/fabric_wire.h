@@ -1,7 +1,7 @@
 #pragma once
 // What the step's tasks and srun say to each other during --diag=fabric (issue 32), and
 // the header of a test connection between two nodes. srun coordinates (ARCHITECTURE §3a):
-// it listens on an ephemeral port and hands `port:token` to the tasks in GPUDIAG_FABRIC,
+// it listens on an ephemeral port and hands `port:token` to the tasks in SLURM_GPUDIAG_FABRIC,
 // as the preflight barrier does. Every line is bounded and carries nothing a terminal
 // could take as a control sequence; every parser is pure and fuzzed (fuzz_fabric_wire).
 #include <cstdint>
@@ -16,7 +16,7 @@
 
 namespace gpudiag::fabric {
 
-inline constexpr const char* kFabricEnv = "GPUDIAG_FABRIC";
+inline constexpr const char* kFabricEnv = "SLURM_GPUDIAG_FABRIC";
 inline constexpr std::size_t kHelloMax = 64 * 1024;  // a task's hello, newline included
 inline constexpr std::size_t kLineMax = 512;         // any other line
 inline constexpr std::size_t kTokenHex = kStepTokenHex;

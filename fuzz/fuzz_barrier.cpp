@@ -1,5 +1,5 @@
 // The preflight barrier's lines (spank/preflight/preflight_barrier.*): srun parses a report from
-// any connection to its port, a task parses srun's verdict and GPUDIAG_PREFLIGHT_BARRIER.
+// any connection to its port, a task parses srun's verdict and SLURM_GPUDIAG_PREFLIGHT_BARRIER.
 // Whatever parses formats back to the same bytes, and a node name that reaches the
 // user's terminal is one printable word.
 #include <string>

@@ -14,7 +14,7 @@
 
 namespace gpudiag {
 
-// srun: starts the coordinator and puts GPUDIAG_FABRIC in the step's environment; an
+// srun: starts the coordinator and puts SLURM_GPUDIAG_FABRIC in the step's environment; an
 // error message, or "".
 std::string start_fabric(const Config& cfg, std::uint32_t total_tasks, const std::string& diag_dir, uid_t uid,
                          std::uint32_t job, std::uint32_t step);
@@ -27,7 +27,7 @@ struct FabricTaskFacts {
   std::vector<RendezvousFacts> rendezvous;
 };
 
-// A task: whether it may go on. Without GPUDIAG_FABRIC (no fabric test) it may. A task
+// A task: whether it may go on. Without SLURM_GPUDIAG_FABRIC (no fabric test) it may. A task
 // that cannot take part may not, and the node's first task says why; one that srun
 // failed says nothing (srun printed the verdict).
 struct FabricPart {

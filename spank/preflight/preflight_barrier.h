@@ -1,8 +1,10 @@
 #pragma once
 // The preflight barrier (issue 17.5): under --diag=preflight no program starts on any
 // node while one node fails. srun coordinates: it listens on an ephemeral TCP port and
-// hands `port:token` to the tasks (GPUDIAG_PREFLIGHT_BARRIER; a setenv in srun's
-// local_user_init reaches the step's environment, checked on 22.05). Each task, after its
+// hands `port:token:proof` to the tasks (SLURM_GPUDIAG_PREFLIGHT_BARRIER; a setenv in srun's
+// local_user_init reaches the step's environment, checked on 22.05; the name starts with
+// SLURM_ because srun passes only those on under --export=NONE, where the healthy nodes
+// once started the program with no barrier: adversary review 14). Each task, after its
 // checks in task_init, connects to $SLURM_LAUNCH_NODE_IPADDR:port, says `ok` or `fail`,
 // and an `ok` task waits for srun's verdict: `go` once every task of the step said ok,
 // `stop NODE` as soon as one failed. Another user may connect and send anything: the
@@ -19,7 +21,7 @@
 
 namespace gpudiag {
 
-inline constexpr const char* kBarrierEnv = "GPUDIAG_PREFLIGHT_BARRIER";
+inline constexpr const char* kBarrierEnv = "SLURM_GPUDIAG_PREFLIGHT_BARRIER";
 inline constexpr std::size_t kBarrierLineMax = 512;  // a report or a verdict, newline included
 // How long a task that passed waits for the other tasks' preflights (srun serves a little
 // longer): the launch of every node of the step must fit in it.

@@ -91,7 +91,7 @@ while True:
         try:
             if str(os.stat(f"/proc/{pid}").st_uid) != victim:
                 continue
-            if b"GPUDIAG_PREFLIGHT_BARRIER" in open(f"/proc/{pid}/environ", "rb").read():
+            if b"SLURM_GPUDIAG_PREFLIGHT_BARRIER" in open(f"/proc/{pid}/environ", "rb").read():
                 print(f"token read from {pid}", flush=True)
         except OSError:
             pass
@@ -133,7 +133,7 @@ class HostileBarrier(TwoUsersClusterTest):
             # the victim's eyes only.
             r = self.as_user(self.victim, ["srun", "-n2", "--diag=preflight", PYTHON, "-c",
                                            "import os, time; time.sleep(1); "
-                                           "print('started', 'GPUDIAG_PREFLIGHT_BARRIER' in os.environ)"])
+                                           "print('started', 'SLURM_GPUDIAG_PREFLIGHT_BARRIER' in os.environ)"])
         finally:
             log = self.stop_attack(attack)
         self.assertIn("attacked", log, "the attacker never saw srun's port: the test proves nothing")
