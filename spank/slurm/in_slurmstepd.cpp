@@ -393,7 +393,7 @@ int user_init(spank_t sp) {
   guarded("user init", 0, [&] {
     // Before the tasks fork: they share the refusal flag with this process.
     const bool can_end = slurm_compat::kill_job_step_symbol() != nullptr;
-    g.killer.prepare(can_end ? &slurm_compat::end_step : nullptr);
+    g.killer.prepare(can_end ? &slurm_compat::end_step : nullptr, kSrunGrace_s);
     return 0;
   });
   // Once per step and node, before the tasks fork: whom slurmstepd's signals reach.

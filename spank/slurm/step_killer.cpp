@@ -2,6 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
+#include <ctime>
+
 namespace gpudiag {
 
 namespace {
@@ -9,8 +12,9 @@ constexpr std::uint32_t kRefused = 1;
 constexpr std::uint32_t kOneRunning = 2;
 }  // namespace
 
-bool StepKiller::prepare(EndStepFn end) {
+bool StepKiller::prepare(EndStepFn end, double grace_s) {
   end_ = end;
+  grace_s_ = grace_s > 0 ? grace_s : 0;
   ended_ = false;
   counted_ = -1;
   if (!shared_) {
@@ -75,6 +79,11 @@ std::optional<std::string> StepKiller::end_if_refused(std::uint32_t job, std::ui
   const std::uint32_t word = __atomic_load_n(&shared_->word, __ATOMIC_SEQ_CST);
   if (!end_step_now((word & kRefused) != 0, word >= kOneRunning, when)) return std::nullopt;
   ended_ = true;  // once per node, whatever the answer: a refused RPC is not retried per task
+  if (when == Moment::kNodeDone && grace_s_ > 0) {
+    timespec t{static_cast<time_t>(grace_s_), static_cast<long>((grace_s_ - static_cast<double>(static_cast<time_t>(grace_s_))) * 1e9)};
+    while (::nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+  }
   std::string why = end_(job, step);
   if (why.empty()) return std::nullopt;
   return end_step_failed_message(job, step, node, why);

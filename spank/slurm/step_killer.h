@@ -16,11 +16,20 @@
 // ended as the refused task is reaped. A task that would run after a refusal on its node
 // is refused too, uncounted: the step is ending. A task stops counting when it is refused
 // after all, and when slurmstepd reaps it (its program ended).
+//
+// At exit the node's output has left slurmstepd, but Slurm says nothing of when srun has
+// printed it: srun's I/O thread prints what arrives at once, unless it waits for a core
+// while srun's main thread takes the cancel and exits (26.05 under the suite's load lost
+// the line once that way). So the cancel at exit comes after a grace, kSrunGrace_s.
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace gpudiag {
+
+// How long the cancel at exit waits for srun to print what the node sent: only a refused
+// step pays it, once, on the refusing node.
+inline constexpr double kSrunGrace_s = 0.25;
 
 // Ends step job.step on every node; "" on success, else why not (Slurm's error text).
 using EndStepFn = std::string (*)(std::uint32_t job, std::uint32_t step);
@@ -32,9 +41,10 @@ class StepKiller {
   enum class Moment { kTaskReaped, kNodeDone };
 
   // In slurmstepd, once per step before the tasks fork (user_init). `end` is null where
-  // this Slurm has no way to end a step from the plugin. Returns false (and the killer
-  // stays off) when no shared page can be mapped.
-  bool prepare(EndStepFn end);
+  // this Slurm has no way to end a step from the plugin; `grace_s`, the wait before a
+  // cancel at exit (kSrunGrace_s). Returns false (and the killer stays off) when no
+  // shared page can be mapped.
+  bool prepare(EndStepFn end, double grace_s = 0);
   // In the task, when gpudiag refuses it (before task_init returns -1).
   void mark_refused();
   // In the task `local_id`, before it starts the program or waits for other nodes: counts
@@ -64,6 +74,7 @@ class StepKiller {
   };
   Shared* shared_ = nullptr;
   EndStepFn end_ = nullptr;
+  double grace_s_ = 0;
   bool ended_ = false;  // slurmstepd: asked slurmctld already
   int counted_ = -1;    // a task: its local id once mark_running counted it
 };

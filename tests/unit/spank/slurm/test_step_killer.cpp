@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -351,4 +352,28 @@ TEST(WaitsForOtherNodes, OnlyATaskThatPassedOrTakesPartInTheFabricTestWaits) {
   EXPECT_TRUE(waits_for_other_nodes(true, false));
   EXPECT_TRUE(waits_for_other_nodes(false, true));
   EXPECT_TRUE(waits_for_other_nodes(true, true));
+}
+
+// The cancel at exit waits the grace (srun prints what the node sent); the cancel as a
+// refused task is reaped beside a running one does not: that task waits for the step.
+TEST_F(StepKillerTest, OnlyTheCancelAtExitWaitsTheGrace) {
+  for (bool running : {false, true}) {
+    g_ended.clear();
+    StepKiller k;
+    ASSERT_TRUE(k.prepare(&record_end, 0.2));
+    if (running) {
+      ASSERT_EQ(run_task(k, false, 1), 0);
+    }
+    ASSERT_EQ(run_task(k, true, 0), 1);
+    k.task_reaped(0);
+    const auto t0 = std::chrono::steady_clock::now();
+    k.end_if_refused(12, 3, "n2", running ? kReaped : kDone);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(g_ended.size(), 1u);
+    if (running) {
+      EXPECT_LT(took, 0.1);
+    } else {
+      EXPECT_GE(took, 0.19);
+    }
+  }
 }
