@@ -67,8 +67,8 @@ NodePair key(int a, int b) { return a < b ? NodePair{a, b} : NodePair{b, a}; }
 
 class Coordinator {
  public:
-  Coordinator(int listen_fd, std::string token, CoordinatorSettings s)
-      : listen_fd_(listen_fd), token_(std::move(token)), s_(std::move(s)) {}
+  Coordinator(int listen_fd, std::string token, std::string proof, CoordinatorSettings s)
+      : listen_fd_(listen_fd), token_(std::move(token)), proof_(std::move(proof)), s_(std::move(s)) {}
 
   void run() {
     start_ = Clock::now();
@@ -149,6 +149,7 @@ class Coordinator {
         }
         c.hello = h;
         hellos_[h->rank] = *h;
+        send_now(c.fd, format_srun_proof(proof_));  // before any order
         if (h->local_rank == 0) leader_fd_[h->node_id] = c.fd;
       } else if (auto r = parse_test_report(line)) {
         if (c.hello->local_rank == 0) on_report(c.hello->node_id, *r);
@@ -560,6 +561,7 @@ class Coordinator {
 
   int listen_fd_;
   std::string token_;
+  std::string proof_;
   CoordinatorSettings s_;
   Clock::time_point start_;
   std::vector<Client> clients_;
@@ -588,9 +590,9 @@ class Coordinator {
   int rounds_ = 0;
 };
 
-void serve(int listen_fd, std::string token, CoordinatorSettings s) {
+void serve(int listen_fd, std::string token, std::string proof, CoordinatorSettings s) {
   try {
-    Coordinator(listen_fd, std::move(token), std::move(s)).run();
+    Coordinator(listen_fd, std::move(token), std::move(proof), std::move(s)).run();
   } catch (...) {
     // srun's thread: nothing escapes. The tasks see the connection close and refuse.
   }
@@ -610,19 +612,20 @@ std::string write_report_file(const std::string& dir, const std::string& name, c
 CoordinatorStart start_fabric_coordinator(const CoordinatorSettings& s) {
   CoordinatorStart out;
   auto token = new_step_token();
-  if (!token) {
+  auto proof = new_step_token();
+  if (!token || !proof) {
     out.error = std::string("no random token: ") + std::strerror(errno);
     return out;
   }
   int port = 0;
   int fd = tcp_listen("", 0, 1024, port, out.error);
   if (fd < 0) return out;
-  out.error = start_detached_thread([fd, token = *token, s] { serve(fd, token, s); });
+  out.error = start_detached_thread([fd, token = *token, proof = *proof, s] { serve(fd, token, proof, s); });
   if (!out.error.empty()) {
     ::close(fd);
     return out;
   }
-  out.endpoint = Endpoint{port, *token};
+  out.endpoint = Endpoint{port, *token, *proof};
   return out;
 }
 

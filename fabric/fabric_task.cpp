@@ -156,6 +156,7 @@ TaskOutcome run_fabric_task(TaskSide s) {
   }
   std::vector<Inbound> inbound;
   std::string from_srun;
+  bool srun_proved = false;  // its first line showed the proof: the rest is srun's
   bool done = false;
   std::vector<char> scratch(kChunk);
   while (!done) {
@@ -181,8 +182,17 @@ TaskOutcome run_fabric_task(TaskSide s) {
       }
       if (got > 0) from_srun.append(buf, static_cast<std::size_t>(got));
       for (auto nl = from_srun.find('\n'); nl != std::string::npos && !done; nl = from_srun.find('\n')) {
-        auto order = parse_order(from_srun.substr(0, nl));
+        const std::string line = from_srun.substr(0, nl);
         from_srun.erase(0, nl + 1);
+        if (!srun_proved) {
+          srun_proved = is_srun_proof(line, s.endpoint.proof);
+          if (!srun_proved) {
+            out.detail = "an answer without srun's proof (another process holds srun's port)";
+            done = true;
+          }
+          continue;
+        }
+        auto order = parse_order(line);
         if (!order) continue;
         if (order->kind == Order::kEnd) {
           out.kind = order->ok ? TaskOutcome::kOk : TaskOutcome::kFail;

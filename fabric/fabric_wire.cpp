@@ -84,15 +84,23 @@ std::vector<std::string> words(const json& j, const char* key) {
 
 }  // namespace
 
-std::string format_endpoint(const Endpoint& e) { return std::to_string(e.port) + ":" + e.token; }
+std::string format_endpoint(const Endpoint& e) { return std::to_string(e.port) + ":" + e.token + ":" + e.proof; }
 
 std::optional<Endpoint> parse_endpoint(const std::string& value) {
-  auto colon = value.find(':');
+  const auto colon = value.find(':');
   if (colon == std::string::npos) return std::nullopt;
+  const auto second = value.find(':', colon + 1);
+  if (second == std::string::npos) return std::nullopt;
   auto port = number(value.substr(0, colon), 65535);
-  const std::string token = value.substr(colon + 1);
-  if (!port || *port == 0 || !is_step_token(token)) return std::nullopt;
-  return Endpoint{static_cast<int>(*port), token};
+  const std::string token = value.substr(colon + 1, second - colon - 1), proof = value.substr(second + 1);
+  if (!port || *port == 0 || !is_step_token(token) || !is_step_token(proof)) return std::nullopt;
+  return Endpoint{static_cast<int>(*port), token, proof};
+}
+
+std::string format_srun_proof(const std::string& proof) { return "srun " + proof + "\n"; }
+
+bool is_srun_proof(const std::string& line, const std::string& proof) {
+  return line.size() == 5 + proof.size() && line.compare(0, 5, "srun ") == 0 && same_token(line.substr(5), proof);
 }
 
 std::string format_hello(const std::string& token, const TaskHello& h) {

@@ -21,12 +21,20 @@ inline constexpr std::size_t kHelloMax = 64 * 1024;  // a task's hello, newline 
 inline constexpr std::size_t kLineMax = 512;         // any other line
 inline constexpr std::size_t kTokenHex = kStepTokenHex;
 
+// `port:token:proof`. The tasks show the token; srun's first line to each task shows the
+// proof, which no task sends: whoever holds srun's port once it has closed it (another
+// user who bound it) reads the tasks' hellos, token and all, but cannot give orders
+// (adversary review 14, as for the preflight barrier).
 struct Endpoint {
   int port = 0;
   std::string token;  // 32 lowercase hex digits
+  std::string proof;  // 32 lowercase hex digits
 };
 std::string format_endpoint(const Endpoint& e);
 std::optional<Endpoint> parse_endpoint(const std::string& value);
+// srun's first line to a task that said hello: "srun PROOF".
+std::string format_srun_proof(const std::string& proof);
+bool is_srun_proof(const std::string& line, const std::string& proof);  // constant time
 
 // What the node that NCCL and torch meet looks like (the node's first task gathers it).
 struct NodeFacts {

@@ -1,6 +1,9 @@
 // fabric/ (issue 32): the pure parts of --diag=fabric, and the two sides of the test over
 // loopback (a coordinator and three "nodes" as threads of this process).
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -337,10 +340,18 @@ TEST(FabricWire, EveryLineParsesBackAndTheTokenDecides) {
   header.pop_back();
   EXPECT_EQ(parse_data_header(header, kToken), 7u);
   EXPECT_FALSE(parse_data_header(header, std::string(32, '0')));
-  auto e = parse_endpoint("4242:" + kToken);
+  const std::string proof(32, 'b');
+  auto e = parse_endpoint("4242:" + kToken + ":" + proof);
   ASSERT_TRUE(e);
-  EXPECT_EQ(format_endpoint(*e), "4242:" + kToken);
-  EXPECT_FALSE(parse_endpoint("0:" + kToken));
+  EXPECT_EQ(e->proof, proof);
+  EXPECT_EQ(format_endpoint(*e), "4242:" + kToken + ":" + proof);
+  EXPECT_FALSE(parse_endpoint("4242:" + kToken));  // no proof
+  EXPECT_FALSE(parse_endpoint("0:" + kToken + ":" + proof));
+  EXPECT_FALSE(parse_endpoint("4242:" + kToken + ":" + proof.substr(1)));
+  const std::string said = format_srun_proof(proof);
+  EXPECT_TRUE(is_srun_proof(said.substr(0, said.size() - 1), proof));
+  EXPECT_FALSE(is_srun_proof("srun " + kToken, proof));  // the tasks' token is no proof
+  EXPECT_FALSE(is_srun_proof("end ok", proof));
   EXPECT_EQ(driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar 5 22:23:56 UTC 2024\n"),
             "550.54.15");
   EXPECT_EQ(driver_version("garbage"), "");
@@ -402,11 +413,45 @@ TEST(FabricLoopback, ThreeNodesMeasureEveryPairAndTheCoordinatorSaysOk) {
 TEST(FabricLoopback, AListenerGivesUpOnSilenceAndATaskWithoutSrunDoesNotWait) {
   TaskSide side;
   side.srun_addr = "127.0.0.1";
-  side.endpoint = Endpoint{1, kToken};  // nobody listens on port 1
+  side.endpoint = Endpoint{1, kToken, kToken};  // nobody listens on port 1
   side.deadline_s = 2;
   auto o = run_fabric_task(side);
   EXPECT_EQ(o.kind, TaskOutcome::kNoVerdict);
   EXPECT_NE(o.detail.find("cannot reach srun"), std::string::npos) << o.detail;
+}
+
+// Adversary review 14: once srun's coordinator has closed its port, another user may hold
+// it and read a task's hello, token and all. Its orders are not believed: srun's first
+// line shows the proof, which no task sends; without it the task takes no part.
+TEST(FabricLoopback, OrdersFromAListenerWithoutSrunsProofAreNotBelieved) {
+  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(l, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(l, 4), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::thread forger([l] {
+    int c = ::accept(l, nullptr, nullptr);
+    if (c < 0) return;
+    char buf[4096];
+    (void)::recv(c, buf, sizeof buf, 0);  // the hello, with the token
+    const std::string lie = "srun " + kToken + "\nend ok\n";
+    (void)::send(c, lie.data(), lie.size(), MSG_NOSIGNAL);
+    ::usleep(500 * 1000);
+    ::close(c);
+  });
+  TaskSide side;
+  side.srun_addr = "127.0.0.1";
+  side.endpoint = Endpoint{ntohs(a.sin_port), kToken, std::string(32, 'c')};
+  side.deadline_s = 3;
+  auto o = run_fabric_task(side);
+  forger.join();
+  ::close(l);
+  EXPECT_NE(o.kind, TaskOutcome::kOk) << "a forged end ok passed the fabric test";
+  EXPECT_NE(o.detail.find("without srun's proof"), std::string::npos) << o.detail;
 }
 
 TEST(FabricReportFile, OnlyIntoTheUsersOwnPrivateDirNeverOverAFile) {
