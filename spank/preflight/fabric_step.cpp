@@ -8,6 +8,7 @@
 #include "fabric/node_differs.h"
 #include "fabric/node_facts.h"
 #include "spank/plan/diag_dir.h"
+#include "spank/preflight/preflight_barrier.h"
 #include "util/control_bytes.h"
 #include "util/tcp.h"
 #include "util/text_lists.h"
@@ -75,6 +76,8 @@ std::string start_fabric(const Config& cfg, std::uint32_t total_tasks, const std
 
 FabricPart fabric_part(EnvTarget& env, const Config& cfg, const FabricTaskFacts& t) {
   FabricPart part;
+  // A step with no srun (--async) has no fabric test: a value there is an outer step's.
+  if (step_has_no_srun(env.get("SLURM_STEP_LAUNCHER_PORT"))) return part;
   auto value = env.get(fabric::kFabricEnv);
   if (!value) return part;
   auto endpoint = fabric::parse_endpoint(*value);

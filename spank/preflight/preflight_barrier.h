@@ -22,6 +22,8 @@
 namespace gpudiag {
 
 inline constexpr const char* kBarrierEnv = "SLURM_GPUDIAG_PREFLIGHT_BARRIER";
+// The name gpudiag used before: an srun that sets it runs an older gpudiag than the node.
+inline constexpr const char* kOldBarrierEnv = "GPUDIAG_PREFLIGHT_BARRIER";
 inline constexpr std::size_t kBarrierLineMax = 512;  // a report or a verdict, newline included
 // How long a task that passed waits for the other tasks' preflights (srun serves a little
 // longer): the launch of every node of the step must fit in it.

@@ -141,6 +141,17 @@ bool preflight_passes(const Config& cfg, EnvTarget& env, const StepPlan& plan, i
   return false;
 }
 
+// Whether srun holds a barrier or a fabric test for this step: each task then starts only
+// on srun's word. Read only where something failed, so the normal path pays nothing.
+bool step_holds_a_barrier(spank_t sp) noexcept {
+  char value[16];
+  for (const char* name : {kBarrierEnv, fabric::kFabricEnv}) {
+    const spank_err_t rc = spank_getenv(sp, name, value, sizeof value);
+    if (rc == ESPANK_SUCCESS || rc == ESPANK_NOSPACE) return true;
+  }
+  return false;
+}
+
 // This task's local id, -1 where Slurm does not say.
 int local_task_id(spank_t sp) {
   int id = -1;
@@ -171,11 +182,22 @@ enum class BarrierAnswer { kStart, kRefuse, kStoppedBySrun };
 // Under the preflight, no task starts the program until every task of the step passed
 // (srun's verdict).
 BarrierAnswer barrier_lets_go(EnvTarget& env, const StepPlan& plan, int rank, int local_rank, bool passed) {
-  auto value = env.get(kBarrierEnv);
+  // A step with no srun (--async) has no barrier: a value there is an outer step's,
+  // inherited through its program's environment (adversary review 15).
+  const bool no_srun = step_has_no_srun(env.get("SLURM_STEP_LAUNCHER_PORT"));
+  auto value = no_srun ? std::nullopt : env.get(kBarrierEnv);
+  if (!value && !no_srun && env.get(kOldBarrierEnv)) {
+    // An srun of an older gpudiag: it holds a barrier this task cannot take part in.
+    if (local_rank == 0)
+      slurm_error("gpudiag: preflight on %s: srun runs an older gpudiag than this node (it set %s): not starting "
+                  "the program; install the same gpudiag on the login and compute nodes",
+                  plan.host.c_str(), kOldBarrierEnv);
+    return BarrierAnswer::kRefuse;
+  }
   if (!value) {
     // srun has no barrier: one task, or it could not listen and said so, or there is no
     // srun (--async), which says so here, once per step.
-    if (passed && rank == 0 && step_has_no_srun(env.get("SLURM_STEP_LAUNCHER_PORT")))
+    if (passed && rank == 0 && no_srun)
       slurm_error("gpudiag: preflight: this step has no srun to hold the cross-node barrier (srun --async): each "
                   "node that passes its own preflight starts the program without waiting for the others");
     return passed ? BarrierAnswer::kStart : BarrierAnswer::kRefuse;
@@ -537,9 +559,10 @@ GPUDIAG_TASK_PATH int task_init(spank_t sp) {
   try {
     rc = check_and_plan_task(sp);
   } catch (...) {
-    // Under the preflight a task starts only on srun's verdict: an error there refuses it.
-    // Elsewhere gpudiag's error never fails a job (guarded() says it and lets it run).
-    if (g.under_preflight) {
+    // Under the preflight a task starts only on srun's verdict: an error there refuses it,
+    // also one before the preflight began (adversary review 15). Elsewhere gpudiag's
+    // error never fails a job (guarded() says it and lets it run).
+    if (g.under_preflight || step_holds_a_barrier(sp)) {
       slurm_error("gpudiag: preflight: an internal error before srun's verdict: not starting the program");
       return refuse_task("", false);
     }
