@@ -481,3 +481,94 @@ TEST(FabricConfig, KeysAndLimits) {
 
 }  // namespace
 }  // namespace gpudiag::fabric
+
+namespace gpudiag::fabric {
+
+// ---------------------------------------------------------------------------------------
+// Adversary review 15 (of ca4eb81).
+
+namespace {
+int spy_connect(int port, const std::string& text) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
+  (void)::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+  return fd;
+}
+}  // namespace
+
+// Attack that failed: the coordinator shows its proof only to a hello with the step's
+// token: another user's hello with a guessed token, with the proof's own format in the
+// token's place, or garbage, reads nothing back.
+TEST(FabricLoopback, Adv15_AttackFailed_AHelloWithoutTheTokenNeverReadsTheProof) {
+  CoordinatorSettings s;
+  s.cfg.seconds = 0.1;
+  s.total_tasks = 2;
+  s.uid = ::getuid();
+  s.job_step = "1.0";
+  auto started = start_fabric_coordinator(s);
+  ASSERT_TRUE(started.endpoint) << started.error;
+  const Endpoint e = *started.endpoint;
+  EXPECT_NE(e.token, e.proof);
+  TaskHello h = task(0, "n1", {});
+  h.nnodes = 2;
+  std::vector<int> spies = {spy_connect(e.port, format_hello(std::string(32, '0'), h)),
+                            spy_connect(e.port, format_hello("srun", h)), spy_connect(e.port, "srun\n"),
+                            spy_connect(e.port, "")};
+  for (int fd : spies) ASSERT_GE(fd, 0);
+  for (int fd : spies) {
+    std::string seen;
+    char buf[512];
+    for (int i = 0; i < 15; ++i) {
+      ssize_t got = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (got > 0) seen.append(buf, static_cast<std::size_t>(got));
+      if (got == 0) break;
+      ::usleep(20 * 1000);
+    }
+    EXPECT_EQ(seen.find(e.proof), std::string::npos) << "a spy read the proof: " << seen;
+    ::close(fd);
+  }
+}
+
+// Attack that failed: a listener holding srun's closed port that sends a well-formed
+// proof of its own (not a copy of the token) and then orders is not believed, nor is the
+// right proof with a trailing CR or split by a space.
+TEST(FabricLoopback, Adv15_AttackFailed_AForeignOrMangledProofIsNoProof) {
+  const std::string proof(32, 'c');
+  for (const std::string& line : std::vector<std::string>{"srun " + std::string(32, 'd'), "srun " + proof + "\r", "srun  " + proof,
+                                  "srun " + proof + " ", "SRUN " + proof, "srun", "srun " + proof.substr(1) + "C"})
+    EXPECT_FALSE(is_srun_proof(line, proof)) << line;
+  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(l, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(l, 4), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::thread forger([l] {
+    int c = ::accept(l, nullptr, nullptr);
+    if (c < 0) return;
+    char buf[4096];
+    (void)::recv(c, buf, sizeof buf, 0);
+    const std::string lie = "srun " + std::string(32, 'd') + "\nsrun " + std::string(32, 'c') + "\nend ok\n";
+    (void)::send(c, lie.data(), lie.size(), MSG_NOSIGNAL);
+    ::usleep(500 * 1000);
+    ::close(c);
+  });
+  TaskSide side;
+  side.srun_addr = "127.0.0.1";
+  side.endpoint = Endpoint{ntohs(a.sin_port), kToken, proof};
+  side.deadline_s = 3;
+  auto o = run_fabric_task(side);
+  forger.join();
+  ::close(l);
+  EXPECT_NE(o.kind, TaskOutcome::kOk) << "a forged end ok passed the fabric test";
+  EXPECT_EQ(o.detail.find(proof), std::string::npos) << o.detail;
+}
+
+}  // namespace gpudiag::fabric

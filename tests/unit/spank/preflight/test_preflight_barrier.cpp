@@ -278,3 +278,79 @@ TEST(PreflightBarrier, Adv14_AVerdictFromAListenerWithoutSrunsProofIsNotBelieved
   EXPECT_NE(first.kind, BarrierOutcome::kGo) << "a forged go would start the program without the preflight verdict";
   EXPECT_NE(second.kind, BarrierOutcome::kStop) << "a forged stop: no refusal, no cancel (7fa3500)";
 }
+
+// ---------------------------------------------------------------------------------------
+// Adversary review 15 (of ca4eb81).
+
+// Attack that failed: no near-miss of "go PROOF" / "stop PROOF NODE" parses, and a
+// verdict from a listener that knows the token and a well-formed proof of its own (not
+// srun's) is not believed.
+TEST(PreflightBarrier, Adv15_AttackFailed_NoNearMissVerdictParsesAndAForeignProofIsRefused) {
+  const std::string upper = "FEDCBA9876543210FEDCBA9876543210";
+  for (const std::string& line : std::vector<std::string>
+       {"go", "go ", "go " + kProof + " ", "go  " + kProof, "go\t" + kProof, "GO " + kProof, "go " + upper,
+        "go " + kProof + "\r", "go " + kProof.substr(1), "go " + kProof + "0", " go " + kProof, "stop " + kProof,
+        "stop " + kProof + " ", "stop " + kProof + " n1 extra", "stop  " + kProof + " n1", "stop n1 " + kProof,
+        "stop " + kProof + " n\x1b[1", std::string("go ") + kProof.substr(0, 10) + std::string(1, '\0') +
+        kProof.substr(11)})
+    EXPECT_FALSE(parse_barrier_verdict(line)) << line;
+  ASSERT_TRUE(parse_barrier_verdict("go " + kProof));
+  ASSERT_TRUE(parse_barrier_verdict("stop " + kProof + " n1"));
+
+  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(l, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(l, 4), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::thread forger([l] {
+    int c = ::accept(l, nullptr, nullptr);
+    if (c < 0) return;
+    char buf[512] = {};
+    (void)::recv(c, buf, sizeof buf - 1, 0);
+    // A proof of its own, well formed, then srun's real one on a second line (it cannot
+    // know it; a task must read only the first line).
+    const std::string lie = "go 00000000000000000000000000000000\ngo " + kProof + "\n";
+    (void)::send(c, lie.data(), lie.size(), MSG_NOSIGNAL);
+    ::usleep(200 * 1000);
+    ::close(c);
+  });
+  BarrierEndpoint e{ntohs(a.sin_port), kToken, kProof};
+  auto out = await_barrier("127.0.0.1", e, report(0, true, "n1"), 2, 3);
+  forger.join();
+  ::close(l);
+  EXPECT_NE(out.kind, BarrierOutcome::kGo);
+  EXPECT_EQ(out.detail.find(kProof), std::string::npos) << "the detail echoes a secret: " << out.detail;
+}
+
+// Attack that failed: another user who connects to srun's live server without the token
+// (a guessed one, the wrong step's, a silent connection) never reads the proof, even once
+// the real tasks have their verdict.
+TEST(PreflightBarrier, Adv15_AttackFailed_AConnectionWithoutTheTokenNeverReadsTheProof) {
+  auto s = start_barrier_server(2, 5);
+  ASSERT_TRUE(s.endpoint) << s.error;
+  const std::string wrong = "00112233445566778899aabbccddeeff";
+  std::vector<int> spies = {hostile(s.endpoint->port, format_barrier_report(report(0, true, "n1", wrong))),
+                            hostile(s.endpoint->port, ""),
+                            hostile(s.endpoint->port, "gpudiag-barrier " + s.endpoint->proof + " 1 ok n2\n")};
+  for (int fd : spies) ASSERT_GE(fd, 0);
+  auto first = task(*s.endpoint, 0, true, "n1", 5);
+  auto second = task(*s.endpoint, 1, true, "n2", 5);
+  EXPECT_EQ(first.get().kind, BarrierOutcome::kGo);
+  EXPECT_EQ(second.get().kind, BarrierOutcome::kGo);
+  for (int fd : spies) {
+    std::string seen;
+    char buf[512];
+    for (int i = 0; i < 20; ++i) {
+      ssize_t got = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (got > 0) seen.append(buf, static_cast<std::size_t>(got));
+      if (got == 0) break;
+      ::usleep(20 * 1000);
+    }
+    EXPECT_EQ(seen.find(s.endpoint->proof), std::string::npos) << "a spy read the proof: " << seen;
+    ::close(fd);
+  }
+}

@@ -377,3 +377,73 @@ TEST_F(StepKillerTest, OnlyTheCancelAtExitWaitsTheGrace) {
     }
   }
 }
+
+// ---------------------------------------------------------------------------------------
+// Adversary review 15 (of ca4eb81): the slots.
+
+// Attack that failed: slurmstepd reaps a task that never counted (refused before it
+// counted; an id out of range; -1; the same id twice): a sibling still waiting at the
+// barrier stays counted, so a refusal beside it ends the step as it is reaped.
+TEST_F(StepKillerTest, Adv15_AttackFailed_AReapOfATaskThatNeverCountedKeepsASiblingCounted) {
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end));
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  // Task 1 counts itself and waits for other nodes.
+  const pid_t waiting = ::fork();
+  if (waiting == 0) {
+    if (!k.mark_running(1)) ::_exit(2);
+    ::close(go[1]);
+    char c;
+    while (::read(go[0], &c, 1) < 0) {
+    }
+    ::_exit(0);
+  }
+  ::usleep(100 * 1000);  // it has counted itself
+  for (int id : {0, -1, 4091, 4092, 100000, 0, 2}) k.task_reaped(id);
+  ASSERT_EQ(run_task(k, true, 0), 1);  // task 0 refused, never counted
+  k.task_reaped(0);
+  k.task_reaped(0);
+  EXPECT_EQ(k.end_if_refused(12, 3, "n2", kReaped), std::nullopt);
+  EXPECT_EQ(g_ended.size(), 1u) << "the sibling at the barrier no longer counted: the cancel waits for it";
+  ::close(go[1]);
+  ::close(go[0]);
+  ASSERT_EQ(reap(waiting), 0);
+  k.task_reaped(1);
+}
+
+// Attack that failed: a counted task's slot is taken back once, whether the task gave up
+// (unmark_running) or slurmstepd reaped it, and in either order the count never drops
+// below the tasks that still run (no double decrement, no wrap of the word).
+TEST_F(StepKillerTest, Adv15_AttackFailed_UnmarkThenReapTakesTheTaskOutOnce) {
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end));
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t stays = ::fork();  // task 2 runs the program throughout
+  if (stays == 0) {
+    if (!k.mark_running(2)) ::_exit(2);
+    ::close(go[1]);
+    char c;
+    while (::read(go[0], &c, 1) < 0) {
+    }
+    ::_exit(0);
+  }
+  ::usleep(100 * 1000);
+  const pid_t gives_up = ::fork();  // task 1 counted, then refused after all
+  if (gives_up == 0) {
+    if (!k.mark_running(1)) ::_exit(2);
+    k.unmark_running();
+    ::_exit(0);
+  }
+  ASSERT_EQ(reap(gives_up), 0);
+  k.task_reaped(1);
+  k.task_reaped(1);
+  ASSERT_EQ(run_task(k, true, 0), 1);
+  k.task_reaped(0);
+  EXPECT_EQ(k.end_if_refused(12, 3, "n2", kReaped), std::nullopt);
+  EXPECT_EQ(g_ended.size(), 1u) << "task 2 still runs, but the count says none does";
+  ::close(go[1]);
+  ::close(go[0]);
+  ASSERT_EQ(reap(stays), 0);
+}
