@@ -20,6 +20,7 @@
 #include "fabric/fabric_report.h"
 #include "fabric/fabric_task.h"
 #include "fabric/fabric_wire.h"
+#include "tests/unit/loopback.h"
 #include "fabric/launch_layout.h"
 #include "fabric/node_differs.h"
 #include "fabric/node_facts.h"
@@ -424,28 +425,14 @@ TEST(FabricLoopback, AListenerGivesUpOnSilenceAndATaskWithoutSrunDoesNotWait) {
 // it and read a task's hello, token and all. Its orders are not believed: srun's first
 // line shows the proof, which no task sends; without it the task takes no part.
 TEST(FabricLoopback, OrdersFromAListenerWithoutSrunsProofAreNotBelieved) {
-  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  const int l = test::loopback_listener(&port);
   ASSERT_GE(l, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(l, 4), 0);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  std::thread forger([l] {
-    int c = ::accept(l, nullptr, nullptr);
-    if (c < 0) return;
-    char buf[4096];
-    (void)::recv(c, buf, sizeof buf, 0);  // the hello, with the token
-    const std::string lie = "srun " + kToken + "\nend ok\n";
-    (void)::send(c, lie.data(), lie.size(), MSG_NOSIGNAL);
-    ::usleep(500 * 1000);
-    ::close(c);
-  });
+  // It reads the hello, token and all, and answers with that token.
+  std::thread forger([l] { test::answer_one(l, "srun " + kToken + "\nend ok\n"); });
   TaskSide side;
   side.srun_addr = "127.0.0.1";
-  side.endpoint = Endpoint{ntohs(a.sin_port), kToken, std::string(32, 'c')};
+  side.endpoint = Endpoint{port, kToken, std::string(32, 'c')};
   side.deadline_s = 3;
   auto o = run_fabric_task(side);
   forger.join();
@@ -487,19 +474,6 @@ namespace gpudiag::fabric {
 // ---------------------------------------------------------------------------------------
 // Adversary review 15 (of ca4eb81).
 
-namespace {
-int spy_connect(int port, const std::string& text) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
-  (void)::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
-  return fd;
-}
-}  // namespace
-
 // Attack that failed: the coordinator shows its proof only to a hello with the step's
 // token: another user's hello with a guessed token, with the proof's own format in the
 // token's place, or garbage, reads nothing back.
@@ -515,9 +489,9 @@ TEST(FabricLoopback, Adv15_AttackFailed_AHelloWithoutTheTokenNeverReadsTheProof)
   EXPECT_NE(e.token, e.proof);
   TaskHello h = task(0, "n1", {});
   h.nnodes = 2;
-  std::vector<int> spies = {spy_connect(e.port, format_hello(std::string(32, '0'), h)),
-                            spy_connect(e.port, format_hello("srun", h)), spy_connect(e.port, "srun\n"),
-                            spy_connect(e.port, "")};
+  std::vector<int> spies = {test::loopback_say(e.port, format_hello(std::string(32, '0'), h)),
+                            test::loopback_say(e.port, format_hello("srun", h)), test::loopback_say(e.port, "srun\n"),
+                            test::loopback_say(e.port, "")};
   for (int fd : spies) ASSERT_GE(fd, 0);
   for (int fd : spies) {
     std::string seen;
@@ -541,28 +515,14 @@ TEST(FabricLoopback, Adv15_AttackFailed_AForeignOrMangledProofIsNoProof) {
   for (const std::string& line : std::vector<std::string>{"srun " + std::string(32, 'd'), "srun " + proof + "\r", "srun  " + proof,
                                   "srun " + proof + " ", "SRUN " + proof, "srun", "srun " + proof.substr(1) + "C"})
     EXPECT_FALSE(is_srun_proof(line, proof)) << line;
-  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  const int l = test::loopback_listener(&port);
   ASSERT_GE(l, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(l, 4), 0);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  std::thread forger([l] {
-    int c = ::accept(l, nullptr, nullptr);
-    if (c < 0) return;
-    char buf[4096];
-    (void)::recv(c, buf, sizeof buf, 0);
-    const std::string lie = "srun " + std::string(32, 'd') + "\nsrun " + std::string(32, 'c') + "\nend ok\n";
-    (void)::send(c, lie.data(), lie.size(), MSG_NOSIGNAL);
-    ::usleep(500 * 1000);
-    ::close(c);
-  });
+  std::thread forger(
+      [l] { test::answer_one(l, "srun " + std::string(32, 'd') + "\nsrun " + std::string(32, 'c') + "\nend ok\n"); });
   TaskSide side;
   side.srun_addr = "127.0.0.1";
-  side.endpoint = Endpoint{ntohs(a.sin_port), kToken, proof};
+  side.endpoint = Endpoint{port, kToken, proof};
   side.deadline_s = 3;
   auto o = run_fabric_task(side);
   forger.join();

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "spank/preflight/preflight_barrier.h"
+#include "tests/unit/loopback.h"
 
 using namespace gpudiag;
 
@@ -33,16 +34,7 @@ std::future<BarrierOutcome> task(const BarrierEndpoint& e, std::uint32_t rank, b
 }
 
 // A raw connection that sends `text` and leaves the socket open.
-int hostile(int port, const std::string& text) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
-  (void)::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
-  return fd;
-}
+int hostile(int port, const std::string& text) { return test::loopback_say(port, text); }
 
 }  // namespace
 
@@ -297,28 +289,13 @@ TEST(PreflightBarrier, Adv15_AttackFailed_NoNearMissVerdictParsesAndAForeignProo
   ASSERT_TRUE(parse_barrier_verdict("go " + kProof));
   ASSERT_TRUE(parse_barrier_verdict("stop " + kProof + " n1"));
 
-  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  const int l = test::loopback_listener(&port);
   ASSERT_GE(l, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(l, 4), 0);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  std::thread forger([l] {
-    int c = ::accept(l, nullptr, nullptr);
-    if (c < 0) return;
-    char buf[512] = {};
-    (void)::recv(c, buf, sizeof buf - 1, 0);
-    // A proof of its own, well formed, then srun's real one on a second line (it cannot
-    // know it; a task must read only the first line).
-    const std::string lie = "go 00000000000000000000000000000000\ngo " + kProof + "\n";
-    (void)::send(c, lie.data(), lie.size(), MSG_NOSIGNAL);
-    ::usleep(200 * 1000);
-    ::close(c);
-  });
-  BarrierEndpoint e{ntohs(a.sin_port), kToken, kProof};
+  // A proof of its own, well formed, then srun's real one on a second line (it cannot
+  // know it; a task must read only the first line).
+  std::thread forger([l] { test::answer_one(l, "go 00000000000000000000000000000000\ngo " + kProof + "\n"); });
+  BarrierEndpoint e{port, kToken, kProof};
   auto out = await_barrier("127.0.0.1", e, report(0, true, "n1"), 2, 3);
   forger.join();
   ::close(l);
