@@ -135,13 +135,21 @@ TEST(NodeRelayOutOfMemory, TheUntaggedBytesWaitForAnotherStreamsHalfWrittenChunk
     ASSERT_EQ(::pipe2(shared, O_CLOEXEC), 0);
     // 80 KB of stdout (more than the shared pipe holds, less than it, the thread and the
     // task's own pipe hold together, so the task goes on), then stderr's line while the
-    // thread still holds the rest of a chunk.
-    const pid_t pid = hand_over_and_exec(
-        relay, shared[1], 7, "i=0; while [ $i -lt 400 ]; do printf '%0200d\\n' $i; i=$((i+1)); done; sleep 0.2; echo late >&2",
-        plan_for(7, true));
+    // thread still holds the rest of a chunk. The line waits for the test's word (a file),
+    // given once memory is out: a line that came before would be tagged, as it should be
+    // (a timed wait lost that race on a loaded CI machine).
+    char dir[] = "/tmp/gpudiag-oom-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    const std::string go = std::string(dir) + "/go";
+    const std::string script = "i=0; while [ $i -lt 400 ]; do printf '%0200d\\n' $i; i=$((i+1)); done; "
+                               "while [ ! -e " + go + " ]; do sleep 0.01; done; echo late >&2";
+    const pid_t pid = hand_over_and_exec(relay, shared[1], 7, script.c_str(), plan_for(7, true));
     ::close(shared[1]);
     ::usleep(200 * 1000);  // nobody reads: the pipe fills and a chunk stays half written
     g_out_of_memory = true;
+    const int go_fd = ::open(go.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    ASSERT_GE(go_fd, 0);
+    ::close(go_fd);
     std::string got;
     char buf[4096];
     ::usleep(400 * 1000);  // stderr's line comes and cannot be tagged
@@ -159,6 +167,8 @@ TEST(NodeRelayOutOfMemory, TheUntaggedBytesWaitForAnotherStreamsHalfWrittenChunk
     EXPECT_NE(got.find("\nlate\n"), std::string::npos) << "stderr's line was lost";
     expect_whole_lines(got, "[h:7] ", 400);
     relay.stop();
+    ::unlink(go.c_str());
+    ::rmdir(dir);
   }
 }
 
