@@ -57,4 +57,18 @@ inline void answer_one(int listener, const std::string& lie) {
   ::close(c);
 }
 
+// What a spy's connection `fd` reads in about `ms` milliseconds, without waiting for
+// more: it ends early when the other side closes.
+inline std::string what_a_spy_reads(int fd, int ms) {
+  std::string seen;
+  char buf[512];
+  for (int waited = 0; waited < ms; waited += 20) {
+    const ssize_t got = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (got > 0) seen.append(buf, static_cast<std::size_t>(got));
+    if (got == 0) break;
+    ::usleep(20 * 1000);
+  }
+  return seen;
+}
+
 }  // namespace gpudiag::test

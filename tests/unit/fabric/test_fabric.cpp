@@ -494,14 +494,7 @@ TEST(FabricLoopback, Adv15_AttackFailed_AHelloWithoutTheTokenNeverReadsTheProof)
                             test::loopback_say(e.port, "")};
   for (int fd : spies) ASSERT_GE(fd, 0);
   for (int fd : spies) {
-    std::string seen;
-    char buf[512];
-    for (int i = 0; i < 15; ++i) {
-      ssize_t got = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-      if (got > 0) seen.append(buf, static_cast<std::size_t>(got));
-      if (got == 0) break;
-      ::usleep(20 * 1000);
-    }
+    const std::string seen = test::what_a_spy_reads(fd, 300);
     EXPECT_EQ(seen.find(e.proof), std::string::npos) << "a spy read the proof: " << seen;
     ::close(fd);
   }

@@ -319,14 +319,7 @@ TEST(PreflightBarrier, Adv15_AttackFailed_AConnectionWithoutTheTokenNeverReadsTh
   EXPECT_EQ(first.get().kind, BarrierOutcome::kGo);
   EXPECT_EQ(second.get().kind, BarrierOutcome::kGo);
   for (int fd : spies) {
-    std::string seen;
-    char buf[512];
-    for (int i = 0; i < 20; ++i) {
-      ssize_t got = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-      if (got > 0) seen.append(buf, static_cast<std::size_t>(got));
-      if (got == 0) break;
-      ::usleep(20 * 1000);
-    }
+    const std::string seen = test::what_a_spy_reads(fd, 400);
     EXPECT_EQ(seen.find(s.endpoint->proof), std::string::npos) << "a spy read the proof: " << seen;
     ::close(fd);
   }
