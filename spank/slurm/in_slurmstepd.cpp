@@ -128,14 +128,15 @@ GPUDIAG_TASK_PATH void start_output_relay(const StepPlan& plan, int rank, int lo
 }
 
 // Every task checks (it is cheap), so no task of a bad node starts the program; the
-// first task of each node says why (slurm_error reaches the step's stderr and slurmd's log).
+// node's first task to fail says why (slurm_error reaches the step's stderr and slurmd's
+// log): a check that only one task fails (its own CUDA_VISIBLE_DEVICES) is said too.
 // The variables are read after apply_env: NCCL_SOCKET_IFNAME as the program will see it.
 bool preflight_passes(const Config& cfg, EnvTarget& env, const StepPlan& plan, int local_rank) {
   auto facts = gather_preflight(cfg.plugin.preflight, cfg.ib, plan.host, env.get("SLURM_GPUS_ON_NODE"),
                                 env.get("CUDA_VISIBLE_DEVICES"), env.get("NCCL_SOCKET_IFNAME"));
   auto problems = evaluate_preflight(facts);
   if (problems.empty()) return true;
-  if (local_rank == 0) {
+  if (g.killer.first_to_say_why(local_rank)) {
     for (const auto& p : problems) slurm_error("%s", p.c_str());
   }
   return false;

@@ -24,6 +24,7 @@ bool StepKiller::prepare(EndStepFn end, double grace_s) {
   }
   // A second step in one stepd does not exist, but stay correct (the page is fresh zeros).
   __atomic_store_n(&shared_->word, 0u, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&shared_->said, 0u, __ATOMIC_SEQ_CST);
   for (auto& c : shared_->counted) __atomic_store_n(&c, std::uint8_t{0}, __ATOMIC_RELAXED);
   return true;
 }
@@ -58,6 +59,11 @@ void StepKiller::task_reaped(int local_id) {
   if (!shared_ || local_id < 0 || static_cast<std::size_t>(local_id) >= sizeof shared_->counted) return;
   if (__atomic_exchange_n(&shared_->counted[local_id], std::uint8_t{0}, __ATOMIC_SEQ_CST))
     __atomic_fetch_sub(&shared_->word, kOneRunning, __ATOMIC_SEQ_CST);
+}
+
+bool StepKiller::first_to_say_why(int local_id) {
+  if (!shared_) return local_id == 0;
+  return __atomic_exchange_n(&shared_->said, 1u, __ATOMIC_SEQ_CST) == 0;
 }
 
 bool waits_for_other_nodes(bool passed_own_checks, bool fabric_test) { return passed_own_checks || fabric_test; }

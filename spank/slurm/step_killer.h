@@ -55,6 +55,11 @@ class StepKiller {
   void unmark_running();
   // In slurmstepd, as task `local_id` is reaped (before end_if_refused): it runs no more.
   void task_reaped(int local_id);
+  // In a task that fails its own checks: whether it is the first of its node to, and so
+  // says why, whichever task that is (a check only task 1 fails, with a CUDA_VISIBLE_DEVICES
+  // of its own, is said too, and eight tasks failing alike say it once). Without the page:
+  // local task 0 says.
+  bool first_to_say_why(int local_id);
   // What the refusing task adds to its message when the step cannot be ended from here
   // ("" when it can).
   std::string fallback_hint() const;
@@ -68,9 +73,11 @@ class StepKiller {
   // one step: bit 0, a task of this node was refused; the bits above, how many tasks run.
   // `counted[id]`: task id is in that count, so that its reap takes it out. A task past
   // the slots is counted until the step ends, as if its program ran on.
+  // `said`: a task of this node said why it failed its checks (first_to_say_why).
   struct Shared {
     std::uint32_t word;
-    std::uint8_t counted[4096 - sizeof(std::uint32_t)];
+    std::uint32_t said;
+    std::uint8_t counted[4096 - 2 * sizeof(std::uint32_t)];
   };
   Shared* shared_ = nullptr;
   EndStepFn end_ = nullptr;

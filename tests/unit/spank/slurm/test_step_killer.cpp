@@ -447,3 +447,28 @@ TEST_F(StepKillerTest, Adv15_AttackFailed_UnmarkThenReapTakesTheTaskOutOnce) {
   ::close(go[0]);
   ASSERT_EQ(reap(stays), 0);
 }
+
+// A check that fails: the node's first task to fail says why, whichever it is, and once.
+TEST_F(StepKillerTest, TheNodesFirstTaskToFailItsChecksSaysWhyAndOnlyIt) {
+  for (int tasks : {1, 4}) {
+    StepKiller k;
+    ASSERT_TRUE(k.prepare(&record_end));
+    int said = 0;
+    for (int id = 1; id <= tasks; ++id) {  // local task 0 passes; 1 .. tasks fail
+      const pid_t pid = ::fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) ::_exit(k.first_to_say_why(id) ? 1 : 0);
+      int status = 0;
+      ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+      said += WEXITSTATUS(status);
+    }
+    EXPECT_EQ(said, 1) << tasks << " failing tasks, none of them local task 0";
+  }
+}
+
+TEST(StepKillerUnprepared, WithoutThePageLocalTaskZeroSaysWhy) {
+  StepKiller k;
+  EXPECT_TRUE(k.first_to_say_why(0));
+  EXPECT_TRUE(k.first_to_say_why(0));
+  EXPECT_FALSE(k.first_to_say_why(1));
+}
