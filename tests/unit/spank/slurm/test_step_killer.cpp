@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -471,4 +472,177 @@ TEST(StepKillerUnprepared, WithoutThePageLocalTaskZeroSaysWhy) {
   EXPECT_TRUE(k.first_to_say_why(0));
   EXPECT_TRUE(k.first_to_say_why(0));
   EXPECT_FALSE(k.first_to_say_why(1));
+}
+
+// ---------------------------------------------------------------------------------------
+// Adversary review 16 (of 21d121c): the latch that picks the task that says why.
+
+namespace {
+
+// As preflight_passes does in each failing task: its problems, said only when it wins the
+// latch. Returns every line said on the node, in the order the tasks ran (one at a time).
+std::vector<std::string> say_as_the_failing_tasks_do(StepKiller& k,
+                                                     const std::vector<std::pair<int, std::vector<std::string>>>& tasks) {
+  int lines[2];
+  if (::pipe(lines) != 0) return {};
+  for (const auto& [id, problems] : tasks) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(lines[0]);
+      if (k.first_to_say_why(id))
+        for (const auto& p : problems) {
+          const std::string l = p + "\n";
+          if (::write(lines[1], l.data(), l.size()) != static_cast<ssize_t>(l.size())) ::_exit(4);
+        }
+      ::_exit(0);
+    }
+    reap(pid);
+  }
+  ::close(lines[1]);
+  std::string all;
+  char buf[512];
+  for (ssize_t n; (n = ::read(lines[0], buf, sizeof buf)) > 0;) all.append(buf, static_cast<std::size_t>(n));
+  ::close(lines[0]);
+  std::vector<std::string> out;
+  for (std::size_t at = 0, nl; (nl = all.find('\n', at)) != std::string::npos; at = nl + 1)
+    out.push_back(all.substr(at, nl - at));
+  return out;
+}
+
+}  // namespace
+
+// Break (medium): the case 21d121c was made for. Local task 0 passes its checks and waits
+// at the barrier for srun's verdict, so it counts as running (waits_for_other_nodes);
+// local task 1 fails its own check (its CUDA_VISIBLE_DEVICES), wins the latch, writes the
+// node's only line, reports "fail" to srun (await_barrier does not wait when !passed) and
+// is refused at once. Slurmstepd reaps it while task 0 still waits for the stop that
+// srun is only now sending: the cancel comes as task 1 is reaped, with no grace, the
+// order that lost the refusal's line on 26.05 (step_killer.h). Before 21d121c no line
+// was said here; now one is, and it can be lost the same way the grace exists to prevent.
+TEST_F(StepKillerTest, Adv16_ALoneFailingTasksLineIsCancelledAtItsReapWithoutTheGrace) {
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end, 0.2));
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t waiting = ::fork();  // local task 0: passed, waits for srun's verdict
+  if (waiting == 0) {
+    if (!k.mark_running(0)) ::_exit(2);
+    ::close(go[1]);
+    char c;
+    while (::read(go[0], &c, 1) < 0) {
+    }
+    k.unmark_running();  // srun's stop: refuse_task("", false, false)
+    ::_exit(0);
+  }
+  ::usleep(100 * 1000);  // it has counted itself
+  const pid_t failing = ::fork();  // local task 1: fails its own check, says why, refused
+  if (failing == 0) {
+    if (!k.first_to_say_why(1)) ::_exit(3);
+    k.mark_refused();
+    ::_exit(1);
+  }
+  ASSERT_EQ(reap(failing), 1) << "task 1 did not win the latch";
+  k.task_reaped(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  k.end_if_refused(12, 3, "n2", kReaped);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bool cancelled_before_grace = !g_ended.empty() && took < 0.19;
+  ::close(go[1]);
+  ::close(go[0]);
+  ASSERT_EQ(reap(waiting), 0);
+  k.task_reaped(0);
+  k.end_if_refused(12, 3, "n2", kDone);
+  EXPECT_EQ(g_ended.size(), 1u);
+  EXPECT_FALSE(cancelled_before_grace)
+      << "the node's only line (task 1's) was just written and the step was cancelled at once (" << took
+      << " s): srun may stop printing before it";
+}
+
+// Break (low): the latch is one per node, not one per problem. Task 0 fails the node's
+// check (an IB port); task 1 fails it too and also its own CUDA_VISIBLE_DEVICES. Whoever
+// wins says only its own list, so when task 0 wins, task 1's problem is never said,
+// though the README promises "also one only that task sees". The user fixes the port and
+// fails again on the next step.
+TEST_F(StepKillerTest, Adv16_AProblemOnlyALaterFailingTaskSeesIsNeverSaid) {
+  const std::string port = "gpudiag: preflight on n2: mlx5_1 port 1 is DOWN";
+  const std::string own = "gpudiag: preflight on n2: CUDA_VISIBLE_DEVICES of task 1 names 3 GPUs, SLURM_GPUS_ON_NODE 2";
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end));
+  const auto said = say_as_the_failing_tasks_do(k, {{0, {port}}, {1, {port, own}}});
+  EXPECT_EQ(std::count(said.begin(), said.end(), port), 1);
+  EXPECT_EQ(std::count(said.begin(), said.end(), own), 1) << "task 1's own problem was never said";
+}
+
+// Attack that failed: tasks that fail at the same moment (64 raced forks, 10 rounds) say
+// why exactly once per node, whichever wins.
+TEST_F(StepKillerTest, Adv16_AttackFailed_RacingFailingTasksSayOnce) {
+  for (int round = 0; round < 10; ++round) {
+    StepKiller k;
+    ASSERT_TRUE(k.prepare(&record_end));
+    int go[2];
+    ASSERT_EQ(::pipe(go), 0);
+    std::vector<pid_t> pids;
+    for (int id = 0; id < 64; ++id) {
+      const pid_t pid = ::fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        ::close(go[1]);
+        char c;
+        while (::read(go[0], &c, 1) < 0) {
+        }
+        ::_exit(k.first_to_say_why(id) ? 1 : 0);
+      }
+      pids.push_back(pid);
+    }
+    ::close(go[1]);
+    ::close(go[0]);
+    int said = 0;
+    for (pid_t p : pids) said += reap(p);
+    ASSERT_EQ(said, 1) << "round " << round;
+  }
+}
+
+// Attack that failed: the shrink of counted[] by 4 bytes. The page is still one page; the
+// last slot is now 4087 and a task there is taken out of the count as it is reaped; 4088
+// and up (4088..4091 were slots before) count until the step ends, as the rule says; no
+// slot reaches the latch (a task counted at 0 or 4087, reaped, leaves it unset).
+TEST_F(StepKillerTest, Adv16_AttackFailed_TheShrunkSlotsKeepTheirRuleAndNeverTouchTheLatch) {
+  for (int id : {0, 4087}) {
+    g_ended.clear();
+    StepKiller k;
+    ASSERT_TRUE(k.prepare(&record_end));
+    ASSERT_EQ(run_task(k, false, id), 0);
+    k.task_reaped(id);
+    ASSERT_EQ(run_task(k, true, 1), 1);
+    EXPECT_EQ(k.end_if_refused(12, 3, "n2", kReaped), std::nullopt);
+    EXPECT_TRUE(g_ended.empty()) << id << " is a slot: its reap takes it out";
+    EXPECT_TRUE(k.first_to_say_why(5)) << id << ": a slot's write reached the latch";
+  }
+  for (int id : {4088, 4091, 4095, 4096, -1}) {
+    g_ended.clear();
+    StepKiller k;
+    ASSERT_TRUE(k.prepare(&record_end));
+    ASSERT_EQ(run_task(k, false, id), 0);
+    k.task_reaped(id);
+    ASSERT_EQ(run_task(k, true, 1), 1);
+    EXPECT_EQ(k.end_if_refused(12, 3, "n2", kReaped), std::nullopt);
+    EXPECT_EQ(g_ended.size(), 1u) << id << " is past the slots: counted until the step ends";
+    EXPECT_TRUE(k.first_to_say_why(5)) << id;
+  }
+}
+
+// Attack that failed: a second prepare (a second step in one stepd) opens the latch
+// again, and another step's page (another slurmstepd, so another StepKiller) has a latch
+// of its own: a process holding one page cannot silence the other's tasks.
+TEST_F(StepKillerTest, Adv16_AttackFailed_PrepareReopensTheLatchAndAnotherStepsLatchIsItsOwn) {
+  StepKiller mine, other;
+  ASSERT_TRUE(mine.prepare(&record_end));
+  ASSERT_TRUE(other.prepare(&record_end));
+  const pid_t holder = ::fork();  // e.g. a watched step's relay of the other step, page mapped
+  if (holder == 0) ::_exit(other.first_to_say_why(0) && !other.first_to_say_why(0) ? 0 : 1);
+  ASSERT_EQ(reap(holder), 0);
+  EXPECT_TRUE(mine.first_to_say_why(3)) << "the other step's latch silenced this one";
+  EXPECT_FALSE(mine.first_to_say_why(0));
+  ASSERT_TRUE(mine.prepare(&record_end));
+  EXPECT_TRUE(mine.first_to_say_why(0)) << "prepare left the latch set";
 }
