@@ -127,19 +127,21 @@ GPUDIAG_TASK_PATH void start_output_relay(const StepPlan& plan, int rank, int lo
   if (choice.relay) relay_task(*choice.relay, {}, rank, local_id);
 }
 
-// Every task checks (it is cheap), so no task of a bad node starts the program; the
-// node's first task to fail says why (slurm_error reaches the step's stderr and slurmd's
-// log): a check that only one task fails (its own CUDA_VISIBLE_DEVICES) is said too.
+// Every task checks (it is cheap), so no task of a bad node starts the program; each
+// problem is said once per node, by the first task to find it (slurm_error reaches the
+// step's stderr and slurmd's log): one that only task 1 finds (its own
+// CUDA_VISIBLE_DEVICES) is said too. `said`: this task said one.
 // The variables are read after apply_env: NCCL_SOCKET_IFNAME as the program will see it.
-bool preflight_passes(const Config& cfg, EnvTarget& env, const StepPlan& plan, int local_rank) {
+bool preflight_passes(const Config& cfg, EnvTarget& env, const StepPlan& plan, int local_rank, bool& said) {
   auto facts = gather_preflight(cfg.plugin.preflight, cfg.ib, plan.host, env.get("SLURM_GPUS_ON_NODE"),
                                 env.get("CUDA_VISIBLE_DEVICES"), env.get("NCCL_SOCKET_IFNAME"));
   auto problems = evaluate_preflight(facts);
-  if (problems.empty()) return true;
-  if (g.killer.first_to_say_why(local_rank)) {
-    for (const auto& p : problems) slurm_error("%s", p.c_str());
-  }
-  return false;
+  for (const auto& p : problems)
+    if (g.killer.first_to_say(p, local_rank)) {
+      slurm_error("%s", p.c_str());
+      said = true;
+    }
+  return problems.empty();
 }
 
 // Whether srun holds a barrier or a fabric test for this step: each task then starts only
@@ -536,7 +538,8 @@ GPUDIAG_TASK_PATH int check_and_plan_task(spank_t sp) {
   apply_env(env, plan.env);
   if (plan.preflight) {
     g.under_preflight = true;
-    bool passed = preflight_passes(in.cfg, env, plan, local_id);
+    bool said_why = false;
+    bool passed = preflight_passes(in.cfg, env, plan, local_id, said_why);
     // From here a task may wait for other nodes (the fabric test, the barrier): a refusal
     // on this node then ends the step at once, not when this task gives up.
     if (waits_for_other_nodes(passed, env.get(fabric::kFabricEnv).has_value()) && !g.killer.mark_running(local_id))
@@ -547,7 +550,9 @@ GPUDIAG_TASK_PATH int check_and_plan_task(spank_t sp) {
     passed = passed && fabric.pass;
     const BarrierAnswer answer = barrier_lets_go(env, plan, t.rank, local_id, passed);
     if (answer != BarrierAnswer::kStart)
-      return refuse_task("", local_id == 0 && !passed, answer == BarrierAnswer::kRefuse);
+      // The hint where the step cannot be ended comes with the node's failure: from the
+      // task that said a problem, or task 0 (a failed fabric test).
+      return refuse_task("", said_why || (local_id == 0 && !passed), answer == BarrierAnswer::kRefuse);
   }
   start_output_relay(plan, t.rank, local_id);
   return 0;

@@ -24,7 +24,7 @@ bool StepKiller::prepare(EndStepFn end, double grace_s) {
   }
   // A second step in one stepd does not exist, but stay correct (the page is fresh zeros).
   __atomic_store_n(&shared_->word, 0u, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&shared_->said, 0u, __ATOMIC_SEQ_CST);
+  for (auto& h : shared_->said) __atomic_store_n(&h, 0u, __ATOMIC_SEQ_CST);
   for (auto& c : shared_->counted) __atomic_store_n(&c, std::uint8_t{0}, __ATOMIC_RELAXED);
   return true;
 }
@@ -61,9 +61,24 @@ void StepKiller::task_reaped(int local_id) {
     __atomic_fetch_sub(&shared_->word, kOneRunning, __ATOMIC_SEQ_CST);
 }
 
-bool StepKiller::first_to_say_why(int local_id) {
+namespace {
+// FNV-1a, never 0 (a free slot).
+std::uint32_t line_hash(std::string_view line) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : line) h = (h ^ c) * 16777619u;
+  return h ? h : 1;
+}
+}  // namespace
+
+bool StepKiller::first_to_say(std::string_view line, int local_id) {
   if (!shared_) return local_id == 0;
-  return __atomic_exchange_n(&shared_->said, 1u, __ATOMIC_SEQ_CST) == 0;
+  const std::uint32_t h = line_hash(line);
+  for (auto& slot : shared_->said) {
+    std::uint32_t seen = 0;
+    if (__atomic_compare_exchange_n(&slot, &seen, h, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return true;
+    if (seen == h) return false;  // another task of the node said it
+  }
+  return true;  // more different lines than slots: said rather than lost
 }
 
 bool waits_for_other_nodes(bool passed_own_checks, bool fabric_test) { return passed_own_checks || fabric_test; }
@@ -85,7 +100,7 @@ std::optional<std::string> StepKiller::end_if_refused(std::uint32_t job, std::ui
   const std::uint32_t word = __atomic_load_n(&shared_->word, __ATOMIC_SEQ_CST);
   if (!end_step_now((word & kRefused) != 0, word >= kOneRunning, when)) return std::nullopt;
   ended_ = true;  // once per node, whatever the answer: a refused RPC is not retried per task
-  if (when == Moment::kNodeDone && grace_s_ > 0) {
+  if (grace_s_ > 0) {
     timespec t{static_cast<time_t>(grace_s_), static_cast<long>((grace_s_ - static_cast<double>(static_cast<time_t>(grace_s_))) * 1e9)};
     while (::nanosleep(&t, &t) != 0 && errno == EINTR) {
     }

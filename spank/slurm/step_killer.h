@@ -20,15 +20,19 @@
 // At exit the node's output has left slurmstepd, but Slurm says nothing of when srun has
 // printed it: srun's I/O thread prints what arrives at once, unless it waits for a core
 // while srun's main thread takes the cancel and exits (26.05 under the suite's load lost
-// the line once that way). So the cancel at exit comes after a grace, kSrunGrace_s.
+// the line once that way). So every cancel comes after a grace, kSrunGrace_s: at exit, and
+// as a refused task is reaped beside a running one, where the refused task's line has only
+// just been written (a node where only task 1 fails its preflight while task 0 waits at
+// the barrier: adversary review 16).
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace gpudiag {
 
-// How long the cancel at exit waits for srun to print what the node sent: only a refused
-// step pays it, once, on the refusing node.
+// How long a cancel waits for srun to print what the node sent: only a refused step pays
+// it, once, on the refusing node.
 inline constexpr double kSrunGrace_s = 0.25;
 
 // Ends step job.step on every node; "" on success, else why not (Slurm's error text).
@@ -42,7 +46,7 @@ class StepKiller {
 
   // In slurmstepd, once per step before the tasks fork (user_init). `end` is null where
   // this Slurm has no way to end a step from the plugin; `grace_s`, the wait before a
-  // cancel at exit (kSrunGrace_s). Returns false (and the killer stays off) when no
+  // cancel (kSrunGrace_s). Returns false (and the killer stays off) when no
   // shared page can be mapped.
   bool prepare(EndStepFn end, double grace_s = 0);
   // In the task, when gpudiag refuses it (before task_init returns -1).
@@ -55,11 +59,16 @@ class StepKiller {
   void unmark_running();
   // In slurmstepd, as task `local_id` is reaped (before end_if_refused): it runs no more.
   void task_reaped(int local_id);
-  // In a task that fails its own checks: whether it is the first of its node to, and so
-  // says why, whichever task that is (a check only task 1 fails, with a CUDA_VISIBLE_DEVICES
-  // of its own, is said too, and eight tasks failing alike say it once). Without the page:
-  // local task 0 says.
-  bool first_to_say_why(int local_id);
+  // In a task that fails its own checks, for each problem `line`: whether it is the first
+  // task of its node to find it, and so says it, whichever task that is. A problem only
+  // task 1 sees (its own CUDA_VISIBLE_DEVICES) is said, and eight tasks failing alike say
+  // it once. Past kSaidSlots different lines, every line is said. Without the page: local
+  // task 0 says.
+  bool first_to_say(std::string_view line, int local_id);
+  // How many different problem lines a node's tasks say once each; and the local ids that
+  // have a slot in the count (a task past them counts until the step ends).
+  static constexpr std::size_t kSaidSlots = 16;
+  static constexpr std::size_t kTaskSlots = 4096 - sizeof(std::uint32_t) * (1 + kSaidSlots);
   // What the refusing task adds to its message when the step cannot be ended from here
   // ("" when it can).
   std::string fallback_hint() const;
@@ -73,12 +82,13 @@ class StepKiller {
   // one step: bit 0, a task of this node was refused; the bits above, how many tasks run.
   // `counted[id]`: task id is in that count, so that its reap takes it out. A task past
   // the slots is counted until the step ends, as if its program ran on.
-  // `said`: a task of this node said why it failed its checks (first_to_say_why).
+  // `said`: a hash of each problem line a task of this node said (first_to_say); 0: free.
   struct Shared {
     std::uint32_t word;
-    std::uint32_t said;
-    std::uint8_t counted[4096 - 2 * sizeof(std::uint32_t)];
+    std::uint32_t said[kSaidSlots];
+    std::uint8_t counted[kTaskSlots];
   };
+  static_assert(sizeof(Shared) == 4096, "one page");
   Shared* shared_ = nullptr;
   EndStepFn end_ = nullptr;
   double grace_s_ = 0;
