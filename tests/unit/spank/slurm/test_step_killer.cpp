@@ -2,6 +2,7 @@
 // crosses fork through the shared page, and the stepd ends its own step once, after the
 // node's output is out unless a task of the node already runs the program.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +10,8 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -650,4 +653,261 @@ TEST_F(StepKillerTest, Adv16_AttackFailed_PrepareReopensTheLatchAndAnotherStepsL
   EXPECT_FALSE(mine.first_to_say("x", 0));
   ASSERT_TRUE(mine.prepare(&record_end));
   EXPECT_TRUE(mine.first_to_say("x", 0)) << "prepare left the latch set";
+}
+
+// ---------------------------------------------------------------------------------------
+// Adversary review 17 (of e7a31d6): one hash per said line, the grace at every cancel.
+
+namespace {
+
+// The end function for the tests below: notes whether the line pipe held a line when the
+// cancel came (what srun could have printed before it stopped reading).
+int g_lines_fd = -1;
+bool g_line_out_at_end = false;
+std::string end_noting_the_line(std::uint32_t job, std::uint32_t step) {
+  pollfd p{g_lines_fd, POLLIN, 0};
+  g_line_out_at_end = ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+  return record_end(job, step);
+}
+
+// FNV-1a as step_killer.cpp hashes a line (0 is mapped to 1 there).
+constexpr std::uint32_t kFnvPrime = 16777619u;
+std::uint32_t fnv(std::uint32_t h, std::string_view s) {
+  for (unsigned char c : s) h = (h ^ c) * kFnvPrime;
+  return h;
+}
+std::uint32_t fnv_line(std::string_view s) { return fnv(2166136261u, s); }
+
+// A name of 6 letters and digits such that prefix + name + suffix hashes as `target`:
+// FNV-1a runs backwards (the prime is odd), so meet in the middle, 3 letters each side.
+std::string colliding_name(const std::string& prefix, const std::string& suffix, std::uint32_t target) {
+  std::uint32_t inv = kFnvPrime;
+  for (int i = 0; i < 5; ++i) inv *= 2u - kFnvPrime * inv;
+  std::uint32_t need = target;  // the state before the suffix
+  for (auto it = suffix.rbegin(); it != suffix.rend(); ++it) need = (need * inv) ^ static_cast<unsigned char>(*it);
+  const std::string abc = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  const std::uint32_t start = fnv(2166136261u, prefix);
+  std::unordered_map<std::uint32_t, std::string> forward;
+  for (char a : abc)
+    for (char b : abc)
+      for (char c : abc) {
+        const std::string s{a, b, c};
+        forward.emplace(fnv(start, s), s);
+      }
+  for (char a : abc)
+    for (char b : abc)
+      for (char c : abc) {
+        std::uint32_t h = (need * inv) ^ static_cast<unsigned char>(c);
+        h = (h * inv) ^ static_cast<unsigned char>(b);
+        h = (h * inv) ^ static_cast<unsigned char>(a);
+        auto f = forward.find(h);
+        if (f != forward.end()) return f->second + std::string{a, b, c};
+      }
+  return "";
+}
+
+}  // namespace
+
+// Open (low; pre-existing, the latch had it too, and the new grace does not cover it):
+// the grace at the reap is timed from the reaped task, but under "said once" the line may
+// be another task's, claimed and not yet written. Local task 2 passed and waits at the
+// barrier (counted). Tasks 0 and 1 fail alike; task 1 claims the line first and stalls
+// before its write (preempted under load, a slow stderr); task 0 finds the line claimed,
+// says nothing, reports fail and is refused at once. Slurmstepd reaps task 0 beside the
+// counted task 2 and cancels after 0.25 s: the node's only line was not yet written.
+TEST_F(StepKillerTest, Adv17_ALineClaimedByAStalledSiblingIsCutByTheCancelOfAnotherTasksReap) {
+  const std::string line = "gpudiag: preflight on n2: the task sees 1 GPU(s) (CUDA_VISIBLE_DEVICES) but 2 were allocated";
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&end_noting_the_line, 0.2));
+  int go[2], lines[2], claimed[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(lines), 0);
+  ASSERT_EQ(::pipe(claimed), 0);
+  g_lines_fd = lines[0];
+  const pid_t waiting = ::fork();  // task 2: passed, waits for srun's verdict
+  if (waiting == 0) {
+    if (!k.mark_running(2)) ::_exit(2);
+    ::close(go[1]);
+    char c;
+    while (::read(go[0], &c, 1) < 0) {
+    }
+    k.unmark_running();
+    ::_exit(0);
+  }
+  ::usleep(100 * 1000);
+  const pid_t claimer = ::fork();  // task 1: claims the line, stalls, then writes it
+  if (claimer == 0) {
+    if (!k.first_to_say(line, 1)) ::_exit(3);
+    if (::write(claimed[1], "c", 1) != 1) ::_exit(4);
+    ::usleep(600 * 1000);
+    const std::string l = line + "\n";
+    if (::write(lines[1], l.data(), l.size()) != static_cast<ssize_t>(l.size())) ::_exit(4);
+    k.mark_refused();
+    ::_exit(1);
+  }
+  char c;
+  ASSERT_EQ(::read(claimed[0], &c, 1), 1);
+  const pid_t skipper = ::fork();  // task 0: the same problem, already claimed: says nothing
+  if (skipper == 0) {
+    if (k.first_to_say(line, 0)) ::_exit(3);
+    k.mark_refused();
+    ::_exit(1);
+  }
+  ASSERT_EQ(reap(skipper), 1);
+  k.task_reaped(0);
+  k.end_if_refused(12, 3, "n2", kReaped);
+  const bool cancelled = !g_ended.empty();
+  const bool line_was_out = g_line_out_at_end;
+  ::close(go[1]);
+  ::close(go[0]);
+  EXPECT_EQ(reap(claimer), 1);
+  EXPECT_EQ(reap(waiting), 0);
+  for (int fd : {lines[0], lines[1], claimed[0], claimed[1]}) ::close(fd);
+  g_lines_fd = -1;
+  ASSERT_TRUE(cancelled);
+  EXPECT_TRUE(line_was_out) << "the step was cancelled before the node's only line (claimed by task 1) was written";
+}
+
+// Open (low: the user's own step; it still fails): the line hash is a public, unkeyed
+// 32-bit FNV-1a, and a user's NCCL_SOCKET_IFNAME name is in a line. Six letters (found
+// here in milliseconds) make task 0's "names X" line hash as task 1's own GPU-count line;
+// task 0 claims it first and task 1's problem is said nowhere (not to the user, not to
+// slurmd's log). Accidental collisions are negligible; a keyed hash (random seed from
+// getrandom in prepare, never seen by the program) closes the crafted one.
+TEST_F(StepKillerTest, Adv17_ACraftedInterfaceNameHidesAnotherTasksOwnProblem) {
+  const std::string on = "gpudiag: preflight on n2: ";
+  const std::string own = on +
+                          "the task sees 1 GPU(s) (CUDA_VISIBLE_DEVICES) but 2 were allocated: do not override "
+                          "CUDA_VISIBLE_DEVICES, or check gres.conf";
+  const std::string prefix = on + "NCCL_SOCKET_IFNAME names ";
+  const std::string suffix = ", which does not exist here: fix the name or use a prefix (e.g. NCCL_SOCKET_IFNAME=ib)";
+  const std::string name = colliding_name(prefix, suffix, fnv_line(own));
+  ASSERT_EQ(name.size(), 6u);
+  const std::string collider = prefix + name + suffix;
+  ASSERT_EQ(fnv_line(collider), fnv_line(own));
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end));
+  // Same environment in both tasks; only task 1's CUDA_VISIBLE_DEVICES is wrong.
+  const auto said = say_as_the_failing_tasks_do(k, {{0, {collider}}, {1, {own, collider}}});
+  EXPECT_EQ(std::count(said.begin(), said.end(), collider), 1);
+  EXPECT_EQ(std::count(said.begin(), said.end(), own), 1) << "task 1's problem was hidden by the name " << name;
+}
+
+// Attack that failed: the same crafted name cannot hide a problem of the node (an IB port,
+// /dev/shm, the GPUs on PCI): every task finds it before the interface names, so its hash
+// is in the page before any collider's.
+TEST_F(StepKillerTest, Adv17_AttackFailed_ACraftedNameCannotHideANodeWideProblem) {
+  const std::string on = "gpudiag: preflight on n2: ";
+  const std::string port = on + "mlx5_1 port 1 is DOWN (phys_state Polling): check the cable or switch port, or drain "
+                                "the node";
+  const std::string prefix = on + "NCCL_SOCKET_IFNAME names ";
+  const std::string suffix = ", which does not exist here: fix the name or use a prefix (e.g. NCCL_SOCKET_IFNAME=ib)";
+  const std::string collider = prefix + colliding_name(prefix, suffix, fnv_line(port)) + suffix;
+  ASSERT_EQ(fnv_line(collider), fnv_line(port));
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end));
+  const auto said = say_as_the_failing_tasks_do(k, {{0, {port, collider}}, {1, {port, collider}}, {2, {port, collider}}});
+  EXPECT_EQ(std::count(said.begin(), said.end(), port), 1);
+}
+
+// Open (low): past the 16 slots every task says every line, and the user picks how many
+// different lines there are: each name an exact NCCL_SOCKET_IFNAME lists that does not
+// exist is a line. Before, one task of the node said them; now each of the node's tasks
+// does, into the user's stderr and slurmd's log: 100 names x 8 tasks here; a 128 KiB
+// variable (64 Ki one-letter names) x 512 tasks is some 5 GB of slurmd log per node and
+// step. README ("### Preflight") says each problem is reported once per node.
+TEST_F(StepKillerTest, Adv17_PastTheSlotsEveryTaskOfTheNodeSaysEveryUserNamedLine) {
+  std::vector<std::string> problems;
+  for (int i = 0; i < 100; ++i)
+    problems.push_back("gpudiag: preflight on n2: NCCL_SOCKET_IFNAME names x" + std::to_string(i) +
+                       ", which does not exist here");
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end));
+  std::vector<std::pair<int, std::vector<std::string>>> tasks;
+  for (int id = 0; id < 8; ++id) tasks.emplace_back(id, problems);
+  const auto said = say_as_the_failing_tasks_do(k, tasks);
+  std::size_t said_more_than_once = 0;
+  for (const auto& p : problems) said_more_than_once += std::count(said.begin(), said.end(), p) > 1;
+  EXPECT_EQ(said.size(), problems.size()) << "8 tasks alike said " << said.size() << " lines for " << problems.size()
+                                          << " problems";
+  EXPECT_EQ(said_more_than_once, 0u);
+}
+
+// Attack that failed: tasks racing with different lines (a node-wide one each, and one of
+// their own shared by a few) never put one hash in two slots nor skip a line: each of the
+// 10 different lines is said exactly once (48 raced forks, 10 rounds).
+TEST_F(StepKillerTest, Adv17_AttackFailed_RacingTasksWithDifferentLinesSayEachExactlyOnce) {
+  for (int round = 0; round < 10; ++round) {
+    StepKiller k;
+    ASSERT_TRUE(k.prepare(&record_end));
+    int go[2], lines[2];
+    ASSERT_EQ(::pipe(go), 0);
+    ASSERT_EQ(::pipe(lines), 0);
+    std::vector<pid_t> pids;
+    for (int id = 0; id < 48; ++id) {
+      const pid_t pid = ::fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        ::close(go[1]);
+        ::close(lines[0]);
+        char c;
+        while (::read(go[0], &c, 1) < 0) {
+        }
+        const std::vector<std::string> mine = {id % 2 ? "A" : "B", "own " + std::to_string(id % 8),
+                                                id % 2 ? "B" : "A"};
+        for (const auto& p : mine)
+          if (k.first_to_say(p, id)) {
+            const std::string l = p + "\n";
+            if (::write(lines[1], l.data(), l.size()) != static_cast<ssize_t>(l.size())) ::_exit(4);
+          }
+        ::_exit(0);
+      }
+      pids.push_back(pid);
+    }
+    ::close(go[1]);
+    ::close(go[0]);
+    ::close(lines[1]);
+    for (pid_t p : pids) ASSERT_EQ(reap(p), 0);
+    std::string all;
+    char buf[512];
+    for (ssize_t n; (n = ::read(lines[0], buf, sizeof buf)) > 0;) all.append(buf, static_cast<std::size_t>(n));
+    ::close(lines[0]);
+    std::vector<std::string> said;
+    for (std::size_t at = 0, nl; (nl = all.find('\n', at)) != std::string::npos; at = nl + 1)
+      said.push_back(all.substr(at, nl - at));
+    std::sort(said.begin(), said.end());
+    const std::vector<std::string> want = {"A", "B", "own 0", "own 1", "own 2", "own 3", "own 4", "own 5", "own 6", "own 7"};
+    ASSERT_EQ(said, want) << "round " << round;
+  }
+}
+
+// Attack that failed: slurmstepd's main thread sleeps the grace once per node, however
+// many of its tasks are refused and reaped beside a counted one, and not again at exit;
+// a reap with no task counted does not sleep (`ended_` is set before the sleep).
+TEST_F(StepKillerTest, Adv17_AttackFailed_TheGraceIsSleptOncePerNodeHoweverManyTasksAreRefused) {
+  StepKiller k;
+  ASSERT_TRUE(k.prepare(&record_end, 0.2));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int id = 1; id <= 6; ++id) {  // reaps before any task counts: no sleep, no cancel
+    ASSERT_EQ(run_task(k, true, id), 1);
+    k.task_reaped(id);
+    EXPECT_EQ(k.end_if_refused(12, 3, "n2", kReaped), std::nullopt);
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.15);
+  EXPECT_TRUE(g_ended.empty());
+  ASSERT_EQ(run_task(k, false, 7000), 2) << "a task after the refusal is refused, uncounted";
+  // A task past the slots counts until the step ends: every later reap would cancel.
+  StepKiller k2;
+  ASSERT_TRUE(k2.prepare(&record_end, 0.2));
+  ASSERT_EQ(run_task(k2, false, 5000), 0);
+  const auto t1 = std::chrono::steady_clock::now();
+  for (int id = 0; id < 20; ++id) {
+    ASSERT_EQ(run_task(k2, true, id), 1);
+    k2.task_reaped(id);
+    k2.end_if_refused(12, 3, "n2", kReaped);
+  }
+  k2.end_if_refused(12, 3, "n2", kDone);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  EXPECT_EQ(g_ended.size(), 1u);
+  EXPECT_LT(took, 0.38) << "the grace was slept more than once";
 }
