@@ -63,15 +63,26 @@ std::vector<std::string> evaluate_preflight(const PreflightFacts& f) {
                     "gpudiag-health");
   }
   // Exact interface names (=eth0,ib0) must exist; prefixes and ^exclusions are NCCL's to match.
+  // One line for all the missing names, at most kShownNames of them at most kShownNameBytes
+  // each: the list is the user's, and a line per name let a 128 KiB variable write
+  // thousands of lines to slurmd's log from each node (adversary review 17).
   if (!f.socket_ifname.empty() && f.socket_ifname[0] == '=') {
+    constexpr std::size_t kShownNames = 8, kShownNameBytes = 64;
+    std::string shown;
+    std::size_t missing = 0;
     for (const auto& name : split_list(f.socket_ifname.substr(1))) {
       bool found = false;
       for (const auto& i : f.interfaces) found |= i == name;
-      if (!found)
-        // The user's bytes, bound for slurmd's log: escaped, so they cannot forge a log line.
-        out.push_back(on + "NCCL_SOCKET_IFNAME names " + escape_control(name) + ", which does not exist here: fix the name or use a "
-                      "prefix (e.g. NCCL_SOCKET_IFNAME=ib)");
+      if (found) continue;
+      if (++missing > kShownNames) continue;
+      // The user's bytes, bound for slurmd's log: escaped, so they cannot forge a log line.
+      shown += (shown.empty() ? "" : ", ") + escape_control(name.substr(0, kShownNameBytes)) +
+               (name.size() > kShownNameBytes ? "..." : "");
     }
+    if (missing > kShownNames) shown += " (and " + std::to_string(missing - kShownNames) + " more)";
+    if (missing)
+      out.push_back(on + "NCCL_SOCKET_IFNAME names " + shown + (missing == 1 ? ", which does not" : ", which do not") +
+                    " exist here: fix the name or use a prefix (e.g. NCCL_SOCKET_IFNAME=ib)");
   }
   return out;
 }

@@ -139,6 +139,7 @@ bool preflight_passes(const Config& cfg, EnvTarget& env, const StepPlan& plan, i
   for (const auto& p : problems)
     if (g.killer.first_to_say(p, local_rank)) {
       slurm_error("%s", p.c_str());
+      g.killer.done_saying();
       said = true;
     }
   return problems.empty();
@@ -160,6 +161,9 @@ int local_task_id(spank_t sp) {
   int id = -1;
   return item(sp, S_TASK_ID, id) ? id : -1;
 }
+
+// What the page's said lines know the refusal's hint by (refuse_task's fallback_hint).
+constexpr std::string_view kRefusalHintKey = "gpudiag: the refusal's hint";
 
 // gpudiag refuses this task: the step then ends on every node, not only here, unless
 // `end_step` is false (srun stopped every task, or another refusal on this node ends it).
@@ -549,10 +553,14 @@ GPUDIAG_TASK_PATH int check_and_plan_task(spank_t sp) {
     if (!fabric.say.empty()) slurm_error("%s", fabric.say.c_str());
     passed = passed && fabric.pass;
     const BarrierAnswer answer = barrier_lets_go(env, plan, t.rank, local_id, passed);
-    if (answer != BarrierAnswer::kStart)
-      // The hint where the step cannot be ended comes with the node's failure: from the
-      // task that said a problem, or task 0 (a failed fabric test).
-      return refuse_task("", said_why || (local_id == 0 && !passed), answer == BarrierAnswer::kRefuse);
+    if (answer != BarrierAnswer::kStart) {
+      // The hint where the step cannot be ended comes with the node's failure, once per
+      // node: from a task that said a problem, or task 0 (a failed fabric test).
+      const bool hint = (said_why || (local_id == 0 && !passed)) && g.killer.first_to_say(kRefusalHintKey, local_id);
+      const int rc = refuse_task("", hint, answer == BarrierAnswer::kRefuse);
+      if (hint) g.killer.done_saying();
+      return rc;
+    }
   }
   start_output_relay(plan, t.rank, local_id);
   return 0;

@@ -1,8 +1,11 @@
 #include "spank/slurm/step_killer.h"
 
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <ctime>
 
 namespace gpudiag {
@@ -24,7 +27,13 @@ bool StepKiller::prepare(EndStepFn end, double grace_s) {
   }
   // A second step in one stepd does not exist, but stay correct (the page is fresh zeros).
   __atomic_store_n(&shared_->word, 0u, __ATOMIC_SEQ_CST);
-  for (auto& h : shared_->said) __atomic_store_n(&h, 0u, __ATOMIC_SEQ_CST);
+  for (auto& h : shared_->said) __atomic_store_n(&h, std::uint64_t{0}, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&shared_->saying, 0u, __ATOMIC_SEQ_CST);
+  claimed_ = 0;
+  // The key stays in slurmstepd and its forks; the program's exec drops it.
+  if (::getrandom(&key_, sizeof key_, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof key_))
+    key_ = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+           (static_cast<std::uint64_t>(::getpid()) << 32);
   for (auto& c : shared_->counted) __atomic_store_n(&c, std::uint8_t{0}, __ATOMIC_RELAXED);
   return true;
 }
@@ -62,23 +71,38 @@ void StepKiller::task_reaped(int local_id) {
 }
 
 namespace {
-// FNV-1a, never 0 (a free slot).
-std::uint32_t line_hash(std::string_view line) {
-  std::uint32_t h = 2166136261u;
-  for (unsigned char c : line) h = (h ^ c) * 16777619u;
+// FNV-1a over 64 bits from a secret offset, then mixed (splitmix64's finalizer); never 0
+// (a free slot). Without the key no text can be chosen to collide with another.
+std::uint64_t line_hash(std::string_view line, std::uint64_t key) {
+  std::uint64_t h = 14695981039346656037ull ^ key;
+  for (unsigned char c : line) h = (h ^ c) * 1099511628211ull;
+  h ^= key;
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  h ^= h >> 31;
   return h ? h : 1;
 }
 }  // namespace
 
 bool StepKiller::first_to_say(std::string_view line, int local_id) {
   if (!shared_) return local_id == 0;
-  const std::uint32_t h = line_hash(line);
+  const std::uint64_t h = line_hash(line, key_);
   for (auto& slot : shared_->said) {
-    std::uint32_t seen = 0;
-    if (__atomic_compare_exchange_n(&slot, &seen, h, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return true;
+    std::uint64_t seen = 0;
+    if (__atomic_compare_exchange_n(&slot, &seen, h, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+      __atomic_fetch_add(&shared_->saying, 1u, __ATOMIC_SEQ_CST);
+      ++claimed_;
+      return true;
+    }
     if (seen == h) return false;  // another task of the node said it
   }
-  return true;  // more different lines than slots: said rather than lost
+  return local_id == 0;  // the page is full: task 0 says the rest, as without the page
+}
+
+void StepKiller::done_saying() {
+  if (!shared_ || claimed_ <= 0) return;
+  --claimed_;
+  __atomic_fetch_sub(&shared_->saying, 1u, __ATOMIC_SEQ_CST);
 }
 
 bool waits_for_other_nodes(bool passed_own_checks, bool fabric_test) { return passed_own_checks || fabric_test; }
@@ -100,6 +124,12 @@ std::optional<std::string> StepKiller::end_if_refused(std::uint32_t job, std::ui
   const std::uint32_t word = __atomic_load_n(&shared_->word, __ATOMIC_SEQ_CST);
   if (!end_step_now((word & kRefused) != 0, word >= kOneRunning, when)) return std::nullopt;
   ended_ = true;  // once per node, whatever the answer: a refused RPC is not retried per task
+  // A line another task claimed may still be on its way (bounded: that task may have died).
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kSayingWait_s);
+       __atomic_load_n(&shared_->saying, __ATOMIC_SEQ_CST) > 0 && std::chrono::steady_clock::now() < until;) {
+    timespec t{0, 10 * 1000 * 1000};
+    ::nanosleep(&t, nullptr);
+  }
   if (grace_s_ > 0) {
     timespec t{static_cast<time_t>(grace_s_), static_cast<long>((grace_s_ - static_cast<double>(static_cast<time_t>(grace_s_))) * 1e9)};
     while (::nanosleep(&t, &t) != 0 && errno == EINTR) {

@@ -23,7 +23,8 @@
 // the line once that way). So every cancel comes after a grace, kSrunGrace_s: at exit, and
 // as a refused task is reaped beside a running one, where the refused task's line has only
 // just been written (a node where only task 1 fails its preflight while task 0 waits at
-// the barrier: adversary review 16).
+// the barrier: adversary review 16), after the lines other tasks of the node claimed
+// are out (the task that claimed a line may still be writing it: adversary review 17).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -60,15 +61,22 @@ class StepKiller {
   // In slurmstepd, as task `local_id` is reaped (before end_if_refused): it runs no more.
   void task_reaped(int local_id);
   // In a task that fails its own checks, for each problem `line`: whether it is the first
-  // task of its node to find it, and so says it, whichever task that is. A problem only
-  // task 1 sees (its own CUDA_VISIBLE_DEVICES) is said, and eight tasks failing alike say
-  // it once. Past kSaidSlots different lines, every line is said. Without the page: local
-  // task 0 says.
+  // task of its node to find it, and so says it, whichever task that is; it then calls
+  // done_saying once the line is written. A problem only task 1 sees (its own
+  // CUDA_VISIBLE_DEVICES) is said, and eight tasks failing alike say it once. Past
+  // kSaidSlots different lines (the page is full) and without the page, local task 0 says.
+  // The lines are told apart by a 64-bit hash keyed with a secret of the step (prepare),
+  // so that no text the user chose can be made to hide another line (adversary 17).
   bool first_to_say(std::string_view line, int local_id);
+  // The line first_to_say let this task say is out. A cancel waits (at most
+  // kSayingWait_s) for the lines claimed on its node to be out, then the grace.
+  void done_saying();
   // How many different problem lines a node's tasks say once each; and the local ids that
   // have a slot in the count (a task past them counts until the step ends).
   static constexpr std::size_t kSaidSlots = 16;
-  static constexpr std::size_t kTaskSlots = 4096 - sizeof(std::uint32_t) * (1 + kSaidSlots);
+  static constexpr std::size_t kTaskSlots =
+      4096 - 2 * sizeof(std::uint32_t) - kSaidSlots * sizeof(std::uint64_t);
+  static constexpr double kSayingWait_s = 1.0;
   // What the refusing task adds to its message when the step cannot be ended from here
   // ("" when it can).
   std::string fallback_hint() const;
@@ -82,10 +90,12 @@ class StepKiller {
   // one step: bit 0, a task of this node was refused; the bits above, how many tasks run.
   // `counted[id]`: task id is in that count, so that its reap takes it out. A task past
   // the slots is counted until the step ends, as if its program ran on.
-  // `said`: a hash of each problem line a task of this node said (first_to_say); 0: free.
+  // `saying`: lines claimed by first_to_say and not yet out (done_saying). `said`: the keyed
+  // hash of each problem line a task of this node said; 0: free.
   struct Shared {
     std::uint32_t word;
-    std::uint32_t said[kSaidSlots];
+    std::uint32_t saying;
+    std::uint64_t said[kSaidSlots];
     std::uint8_t counted[kTaskSlots];
   };
   static_assert(sizeof(Shared) == 4096, "one page");
@@ -94,6 +104,8 @@ class StepKiller {
   double grace_s_ = 0;
   bool ended_ = false;  // slurmstepd: asked slurmctld already
   int counted_ = -1;    // a task: its local id once mark_running counted it
+  std::uint64_t key_ = 0;  // the said lines' hash key: the step's secret, from prepare
+  int claimed_ = 0;        // a task: lines it claimed and has not said yet
 };
 
 // Under the preflight, whether a task counts as running from before its fabric test on:

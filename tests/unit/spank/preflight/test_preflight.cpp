@@ -87,6 +87,25 @@ TEST(Preflight, GpusAndInterfaces) {
   EXPECT_TRUE(evaluate_preflight(f).empty());
 }
 
+// The missing names of a long user list come in one bounded line, not a line each
+// (adversary review 17: a 128 KiB variable was thousands of lines in slurmd's log).
+TEST(Preflight, ManyMissingInterfaceNamesAreOneBoundedLine) {
+  auto f = healthy();
+  f.interfaces = {"lo", "eth0"};
+  f.socket_ifname = "=eth0,ib0,ib1";
+  auto p = evaluate_preflight(f);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("names ib0, ib1, which do not exist here"), std::string::npos) << p[0];
+  f.socket_ifname = "=lo";
+  for (int i = 0; i < 20000; ++i) f.socket_ifname += ",x" + std::to_string(i);
+  f.socket_ifname += "," + std::string(10000, 'y');
+  p = evaluate_preflight(f);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_LT(p[0].size(), 1024u);
+  EXPECT_NE(p[0].find("names x0, x1, x2, x3, x4, x5, x6, x7 (and 19993 more), which do not exist"), std::string::npos)
+      << p[0];
+}
+
 // Issue 21 A9: the message reaches slurmd's log; the user's bytes must not forge a line.
 TEST(Preflight, AUsersInterfaceNameCannotForgeALogLine) {
   auto f = healthy();

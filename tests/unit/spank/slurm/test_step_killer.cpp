@@ -470,15 +470,44 @@ TEST_F(StepKillerTest, TheNodesFirstTaskToFindAProblemSaysItAndOnlyIt) {
   }
 }
 
-// More different lines than the page keeps: each is said rather than lost.
-TEST_F(StepKillerTest, PastTheSaidSlotsEveryLineIsSaid) {
+// More different lines than the page keeps: local task 0 says the rest, as without the
+// page, so that a user's long list cannot make every task say every line (adversary 17).
+TEST_F(StepKillerTest, PastTheSaidSlotsLocalTaskZeroSaysTheRest) {
   StepKiller k;
   ASSERT_TRUE(k.prepare(&record_end));
   for (std::size_t i = 0; i < StepKiller::kSaidSlots + 3; ++i) {
     const std::string line = "problem " + std::to_string(i);
-    EXPECT_TRUE(k.first_to_say(line, 1)) << i;
-    if (i < StepKiller::kSaidSlots) {
-      EXPECT_FALSE(k.first_to_say(line, 2)) << i;
+    const bool in_the_page = i < StepKiller::kSaidSlots;
+    EXPECT_EQ(k.first_to_say(line, 1), in_the_page) << i;
+    EXPECT_EQ(k.first_to_say(line, 0), !in_the_page) << i;
+  }
+}
+
+// A task that claimed a line and died before it wrote it holds a cancel back no longer
+// than kSayingWait_s; one that wrote it, not at all.
+TEST_F(StepKillerTest, ACancelWaitsForClaimedLinesAtMostTheSayingWait) {
+  for (bool done : {true, false}) {
+    g_ended.clear();
+    StepKiller k;
+    ASSERT_TRUE(k.prepare(&record_end));
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      if (!k.first_to_say("gpudiag: preflight on n2: /dev/shm is 64 MiB", 1)) ::_exit(3);
+      if (done) k.done_saying();
+      k.mark_refused();
+      ::_exit(1);
+    }
+    ASSERT_EQ(reap(pid), 1);
+    k.task_reaped(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    k.end_if_refused(12, 3, "n2", kDone);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(g_ended.size(), 1u);
+    if (done) {
+      EXPECT_LT(took, 0.5);
+    } else {
+      EXPECT_GE(took, StepKiller::kSayingWait_s - 0.05);
+      EXPECT_LT(took, StepKiller::kSayingWait_s + 1.0);
     }
   }
 }
@@ -509,6 +538,7 @@ std::vector<std::string> say_as_the_failing_tasks_do(StepKiller& k,
         if (k.first_to_say(p, id)) {
           const std::string l = p + "\n";
           if (::write(lines[1], l.data(), l.size()) != static_cast<ssize_t>(l.size())) ::_exit(4);
+          k.done_saying();
         }
       ::_exit(0);
     }
@@ -554,6 +584,7 @@ TEST_F(StepKillerTest, Adv16_ALoneFailingTasksLineGetsTheGraceBeforeTheCancel) {
   const pid_t failing = ::fork();  // local task 1: fails its own check, says why, refused
   if (failing == 0) {
     if (!k.first_to_say("gpudiag: preflight on n2: the task sees 3 GPU(s)", 1)) ::_exit(3);
+    k.done_saying();
     k.mark_refused();
     ::_exit(1);
   }
@@ -670,7 +701,7 @@ std::string end_noting_the_line(std::uint32_t job, std::uint32_t step) {
   return record_end(job, step);
 }
 
-// FNV-1a as step_killer.cpp hashes a line (0 is mapped to 1 there).
+// The unkeyed 32-bit FNV-1a step_killer.cpp hashed a line with before adversary review 17.
 constexpr std::uint32_t kFnvPrime = 16777619u;
 std::uint32_t fnv(std::uint32_t h, std::string_view s) {
   for (unsigned char c : s) h = (h ^ c) * kFnvPrime;
@@ -708,7 +739,7 @@ std::string colliding_name(const std::string& prefix, const std::string& suffix,
 
 }  // namespace
 
-// Open (low; pre-existing, the latch had it too, and the new grace does not cover it):
+// Fixed (a cancel now waits for the lines claimed on its node, at most 1 s; low, pre-existing):
 // the grace at the reap is timed from the reaped task, but under "said once" the line may
 // be another task's, claimed and not yet written. Local task 2 passed and waits at the
 // barrier (counted). Tasks 0 and 1 fail alike; task 1 claims the line first and stalls
@@ -742,6 +773,7 @@ TEST_F(StepKillerTest, Adv17_ALineClaimedByAStalledSiblingIsCutByTheCancelOfAnot
     ::usleep(600 * 1000);
     const std::string l = line + "\n";
     if (::write(lines[1], l.data(), l.size()) != static_cast<ssize_t>(l.size())) ::_exit(4);
+    k.done_saying();
     k.mark_refused();
     ::_exit(1);
   }
@@ -768,7 +800,7 @@ TEST_F(StepKillerTest, Adv17_ALineClaimedByAStalledSiblingIsCutByTheCancelOfAnot
   EXPECT_TRUE(line_was_out) << "the step was cancelled before the node's only line (claimed by task 1) was written";
 }
 
-// Open (low: the user's own step; it still fails): the line hash is a public, unkeyed
+// Fixed (a keyed 64-bit hash now; low: the user's own step; it still fails): the line hash was a public, unkeyed
 // 32-bit FNV-1a, and a user's NCCL_SOCKET_IFNAME name is in a line. Six letters (found
 // here in milliseconds) make task 0's "names X" line hash as task 1's own GPU-count line;
 // task 0 claims it first and task 1's problem is said nowhere (not to the user, not to
@@ -810,7 +842,8 @@ TEST_F(StepKillerTest, Adv17_AttackFailed_ACraftedNameCannotHideANodeWideProblem
   EXPECT_EQ(std::count(said.begin(), said.end(), port), 1);
 }
 
-// Open (low): past the 16 slots every task says every line, and the user picks how many
+// Fixed (past the slots only local task 0 says, and the missing names are one line now;
+// low): past the 16 slots every task said every line, and the user picks how many
 // different lines there are: each name an exact NCCL_SOCKET_IFNAME lists that does not
 // exist is a line. Before, one task of the node said them; now each of the node's tasks
 // does, into the user's stderr and slurmd's log: 100 names x 8 tasks here; a 128 KiB
